@@ -1,0 +1,58 @@
+// The attention arms of SPEC section 1: each is a point in one general form,
+//   a_ij = exp(s_ij + r_j) / ( [sink] exp(b_h) + sum_{k<=i} exp(s_ik + r_k) ),
+//   o_i  = sum_{j<=i} a_ij * (g_j * v_j),
+// described by which sink term, which gate, and where the gate acts.
+// Adding an arm = one entry in src/arms/registry.cpp plus its test (docs/adding-an-arm.md).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace attnlab {
+
+/// The extra term in the softmax denominator (the "zero option" / phantom key).
+enum class SinkKind {
+  none,        ///< plain softmax
+  fixed_zero,  ///< exp(0) = 1 (off_by_one); b_h frozen at 0
+  learned,     ///< exp(b_h), b_h learned per head, init 0
+};
+
+/// The per-key scalar gate g_j computed from the value read v_j.
+enum class GateKind {
+  none,
+  norm,        ///< g_j = sigmoid(beta * (||v_j|| / sqrt(d) - tau_h)), beta = 8
+  projection,  ///< g_j = sigmoid(w_h . v_j + c_h)
+};
+
+/// Where the gate acts.
+enum class GateSlot {
+  value,    ///< multiplies the read: o_i = sum_j a_ij g_j v_j
+  routing,  ///< enters the logits as r_j = log g_j (renorm)
+};
+
+/// One arm: the features it switches on in the shared form.
+struct ArmSpec {
+  std::string name;
+  std::string summary;
+  SinkKind sink = SinkKind::none;
+  GateKind gate = GateKind::none;
+  GateSlot slot = GateSlot::value;
+  bool sink_token = false;  ///< a learned embedding e_sink is prepended at position 0
+};
+
+/// Every arm, in the order of SPEC section 1's table.
+const std::vector<ArmSpec>& all_arms();
+
+/// The arm called `name`. Throws std::invalid_argument naming the value and the valid names.
+const ArmSpec& arm_by_name(const std::string& name);
+
+/// `spec` with the gate form of a routing-slot arm replaced by `routing_gate` (SPEC: renorm's gate form
+/// is configurable, norm by default). Value-slot arms are returned unchanged.
+ArmSpec with_routing_gate(ArmSpec spec, GateKind routing_gate);
+
+/// "none" | "norm" | "projection" (also accepts "proj"); throws std::invalid_argument otherwise.
+GateKind parse_gate_kind(const std::string& name);
+std::string to_string(GateKind kind);
+std::string to_string(SinkKind kind);
+
+}  // namespace attnlab

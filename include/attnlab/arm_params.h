@@ -1,0 +1,38 @@
+// The parameters an arm adds, their initial values and their weight-decay rule (SPEC section 1).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attnlab/arm.h"
+
+namespace attnlab {
+
+/// Fixed gate sharpness beta of the norm gate (SPEC section 1).
+inline constexpr double kNormGateBeta = 8.0;
+/// tau_h init -4/beta = -0.5, so every norm gate starts at sigmoid(4) ~ 0.982.
+inline constexpr double kNormGateTauInit = -4.0 / kNormGateBeta;
+/// Projection gate bias c_h init 4 (w_h init 0), so the gate also starts at sigmoid(4).
+inline constexpr double kProjGateBiasInit = 4.0;
+/// Std of the normal init of the learned sink token e_sink (as the token embedding, GPT-2).
+inline constexpr double kSinkTokenInitStd = 0.02;
+
+/// One parameter an arm adds to each attention layer (or once, for the sink token).
+struct ArmParamSpec {
+  std::string name;            ///< name inside the attention module, e.g. "sink_logit"
+  std::vector<int64_t> shape;  ///< e.g. {H} or {H, head_dim}
+  double init_value = 0.0;     ///< constant init (every arm parameter except e_sink)
+  bool weight_decay = false;   ///< always false for arm parameters (SPEC section 1)
+};
+
+/// Per-layer parameters of `arm` (after with_routing_gate): sink_logit [H] (learned sink),
+/// gate_tau [H] (norm gate), gate_w [H, head_dim] and gate_c [H] (projection gate).
+std::vector<ArmParamSpec> attention_params(const ArmSpec& arm, int64_t n_head, int64_t head_dim);
+
+/// Number of parameters `arm` adds to a model with these dims: per-layer params times n_layer,
+/// plus d_model for the sink token. Matches SPEC section 1's table.
+int64_t arm_extra_params(const ArmSpec& arm, int64_t n_layer, int64_t n_head, int64_t head_dim,
+                         int64_t d_model);
+
+}  // namespace attnlab

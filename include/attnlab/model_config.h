@@ -1,0 +1,39 @@
+// Dimensions and arm of a GPT (SPEC section 2). Mirrors the `model:` block of a run's YAML.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "attnlab/arm.h"
+
+namespace attnlab {
+
+struct ModelConfig {
+  std::string arm = "baseline";            ///< one of all_arms()
+  int64_t n_layer = 2;                     ///< transformer blocks
+  int64_t n_head = 2;                      ///< attention heads per block
+  int64_t d_model = 128;                   ///< residual width
+  int64_t block_size = 256;                ///< context length (tokens)
+  int64_t vocab_size = 4096;               ///< real vocabulary; the embedding is padded (padded_vocab)
+  GateKind routing_gate = GateKind::norm;  ///< gate form of routing-slot arms (renorm)
+
+  int64_t head_dim() const { return d_model / n_head; }
+  /// vocab_size rounded up to a multiple of 64 (50257 -> 50304), as in nanoGPT / llm.c.
+  int64_t padded_vocab() const { return (vocab_size + 63) / 64 * 64; }
+  /// The arm's spec with the configured routing gate applied.
+  ArmSpec arm_spec() const { return with_routing_gate(arm_by_name(arm), routing_gate); }
+  /// Throws std::invalid_argument naming the first impossible value (unknown arm, d_model not
+  /// divisible by n_head, non-positive sizes).
+  void validate() const;
+};
+
+/// Parameter counts of a model with this config (SPEC section 2: "non-embedding" excludes the token
+/// and position embeddings; the tied LM head is not counted twice).
+struct ParamCounts {
+  int64_t total = 0;
+  int64_t non_embedding = 0;  ///< total - wte - wpe
+  int64_t arm_extra = 0;      ///< parameters the arm adds (SPEC section 1's table)
+};
+ParamCounts count_params(const ModelConfig& cfg);
+
+}  // namespace attnlab

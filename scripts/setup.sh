@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Installs what attnlab needs, only where it is missing; safe to run again.
+# Sourced by demo.sh and test.sh; exports ATTNLAB_VENV, Torch_DIR and the ccache settings.
+set -euo pipefail
+
+ATTNLAB_CACHE="${ATTNLAB_CACHE:-$HOME/.cache/attnlab}"
+ATTNLAB_VENV="${ATTNLAB_VENV:-$ATTNLAB_CACHE/venv}"
+TORCH_VERSION="2.11.0"
+DEB_PACKAGES=(cmake ninja-build ccache g++ python3-venv
+              libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
+              libgtest-dev python3.11-doc)
+
+missing_debs() {
+  local p
+  for p in "${DEB_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
+  done
+}
+
+install_debs() {
+  local need
+  need=$(missing_debs)
+  [ -z "$need" ] && return 0
+  echo "[setup] installing Debian packages: $need"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $need >/dev/null
+}
+
+python_for_venv() {
+  # The venv needs a python with the venv module; Debian's python3 has it once python3-venv is in.
+  if command -v python3 >/dev/null && python3 -c 'import venv, ensurepip' 2>/dev/null; then
+    command -v python3
+  else
+    echo /usr/bin/python3
+  fi
+}
+
+install_venv() {
+  if [ -x "$ATTNLAB_VENV/bin/python" ] &&
+     "$ATTNLAB_VENV/bin/python" -c "import torch, numpy, matplotlib, sentencepiece, tiktoken; assert torch.__version__.startswith('$TORCH_VERSION')" 2>/dev/null; then
+    return 0
+  fi
+  echo "[setup] preparing the Python environment in $ATTNLAB_VENV (torch==$TORCH_VERSION; a few GB, once)"
+  mkdir -p "$ATTNLAB_CACHE"
+  [ -x "$ATTNLAB_VENV/bin/python" ] || "$(python_for_venv)" -m venv "$ATTNLAB_VENV"
+  "$ATTNLAB_VENV/bin/python" -m pip install -q --upgrade pip
+  "$ATTNLAB_VENV/bin/python" -m pip install -q "torch==$TORCH_VERSION" numpy matplotlib sentencepiece tiktoken
+}
+
+install_debs
+install_venv
+
+export ATTNLAB_VENV
+Torch_DIR="$("$ATTNLAB_VENV/bin/python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')/Torch"
+export Torch_DIR
+export CCACHE_DIR="${CCACHE_DIR:-$ATTNLAB_CACHE/ccache}"
+# PCH-friendly ccache settings (a precompiled LibTorch header is used by every target).
+export CCACHE_SLOPPINESS="pch_defines,time_macros,include_file_mtime,include_file_ctime"
+export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-8G}"
+if [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+  export CUDACXX=/usr/local/cuda/bin/nvcc
+fi

@@ -1,0 +1,78 @@
+// The one place that lists the arms (SPEC section 1's table). A tenth arm is one more entry here
+// plus its test; its parameters follow from its features (src/arms/arm_params.cpp).
+#include "attnlab/arm.h"
+
+#include <sstream>
+#include <stdexcept>
+
+namespace attnlab {
+
+const std::vector<ArmSpec>& all_arms() {
+  using S = SinkKind;
+  using G = GateKind;
+  using P = GateSlot;
+  static const std::vector<ArmSpec> arms = {
+      {"baseline", "plain causal softmax", S::none, G::none, P::value, false},
+      {"off_by_one", "softmax denominator + 1 (sink logit frozen at 0)", S::fixed_zero, G::none,
+       P::value, false},
+      {"sink_token", "learned token prepended at position 0", S::none, G::none, P::value, true},
+      {"sink_logit", "learned per-head sink logit b_h (exact abstention)", S::learned, G::none,
+       P::value, false},
+      {"norm_gate", "norm gate on value reads (rotation invariant filter)", S::none, G::norm,
+       P::value, false},
+      {"proj_gate", "projection gate on value reads (direction selective filter)", S::none,
+       G::projection, P::value, false},
+      {"renorm", "gate signal as routing bias log g_j (routing-slot control)", S::none, G::norm,
+       P::routing, false},
+      {"combo", "sink logit + norm gate", S::learned, G::norm, P::value, false},
+      {"combo2", "sink logit + projection gate", S::learned, G::projection, P::value, false},
+  };
+  return arms;
+}
+
+const ArmSpec& arm_by_name(const std::string& name) {
+  for (const auto& arm : all_arms()) {
+    if (arm.name == name) return arm;
+  }
+  std::ostringstream msg;
+  msg << "unknown attention arm '" << name << "'; valid arms:";
+  for (const auto& arm : all_arms()) msg << ' ' << arm.name;
+  throw std::invalid_argument(msg.str());
+}
+
+ArmSpec with_routing_gate(ArmSpec spec, GateKind routing_gate) {
+  if (spec.slot == GateSlot::routing) {
+    if (routing_gate == GateKind::none) {
+      throw std::invalid_argument("arm '" + spec.name + "' needs a gate form (norm or projection)");
+    }
+    spec.gate = routing_gate;
+  }
+  return spec;
+}
+
+GateKind parse_gate_kind(const std::string& name) {
+  if (name == "none") return GateKind::none;
+  if (name == "norm") return GateKind::norm;
+  if (name == "projection" || name == "proj") return GateKind::projection;
+  throw std::invalid_argument("unknown gate form '" + name + "'; valid: none, norm, projection");
+}
+
+std::string to_string(GateKind kind) {
+  switch (kind) {
+    case GateKind::none: return "none";
+    case GateKind::norm: return "norm";
+    case GateKind::projection: return "projection";
+  }
+  return "?";
+}
+
+std::string to_string(SinkKind kind) {
+  switch (kind) {
+    case SinkKind::none: return "none";
+    case SinkKind::fixed_zero: return "fixed_zero";
+    case SinkKind::learned: return "learned";
+  }
+  return "?";
+}
+
+}  // namespace attnlab

@@ -1,0 +1,75 @@
+#include "attnlab/arm_params.h"
+#include "attnlab/model.h"
+
+namespace attnlab {
+
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& cfg, const ArmSpec& arm)
+    : arm_(arm), n_head_(cfg.n_head), d_model_(cfg.d_model) {
+  c_attn = register_module("c_attn", torch::nn::Linear(cfg.d_model, 3 * cfg.d_model));
+  c_proj = register_module("c_proj", torch::nn::Linear(cfg.d_model, cfg.d_model));
+  for (const auto& p : attention_params(arm, cfg.n_head, cfg.head_dim())) {
+    register_parameter(p.name, torch::full(p.shape, p.init_value));
+  }
+}
+
+ArmLayerParams CausalSelfAttentionImpl::arm_params() const {
+  auto find = [this](const char* name) {
+    const auto* p = named_parameters(/*recurse=*/false).find(name);
+    return p ? *p : at::Tensor();
+  };
+  return {find("sink_logit"), find("gate_tau"), find("gate_w"), find("gate_c")};
+}
+
+at::Tensor CausalSelfAttentionImpl::forward(const at::Tensor& x, int64_t layer,
+                                            const ForwardHooks* hooks, PreparedKeys* cache) {
+  const int64_t B = x.size(0), T = x.size(1), d = d_model_ / n_head_;
+  auto heads = [&](const at::Tensor& t) { return t.view({B, T, n_head_, d}).transpose(1, 2); };
+  auto qkv = c_attn(x).split(d_model_, /*dim=*/2);
+  auto q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);  // (B, H, T, d)
+  if (hooks && hooks->edit_values) v = hooks->edit_values(layer, v);
+
+  const auto params = arm_params();
+  PreparedKeys keys = prepare_keys(arm_, params, k, v, hooks && hooks->read_norms);
+  if (cache) {
+    if (cache->k.defined()) {
+      auto cat = [](const at::Tensor& a, const at::Tensor& b) { return a.defined() ? at::cat({a, b}, 2) : b; };
+      keys.k = cat(cache->k, keys.k);
+      keys.v_read = cat(cache->v_read, keys.v_read);
+      if (keys.routing_bias.defined()) keys.routing_bias = cat(cache->routing_bias, keys.routing_bias);
+      if (keys.gate.defined()) keys.gate = cat(cache->gate, keys.gate);
+    }
+    *cache = keys;
+  }
+  const bool want_probs = hooks && hooks->return_probs;
+  auto att = arm_attention(arm_, params, q, keys, want_probs, backend);
+  if (hooks && hooks->on_attention) {
+    auto sink = effective_sink_logit(arm_, params, n_head_, att.lse.options());
+    hooks->on_attention(LayerTrace{layer, q, keys, att, sink});
+  }
+  auto y = att.o.transpose(1, 2).contiguous().view({B, T, d_model_});  // (B, T, C)
+  return c_proj(y);
+}
+
+MLPImpl::MLPImpl(int64_t d_model) {
+  c_fc = register_module("c_fc", torch::nn::Linear(d_model, 4 * d_model));
+  c_proj = register_module("c_proj", torch::nn::Linear(4 * d_model, d_model));
+}
+
+at::Tensor MLPImpl::forward(const at::Tensor& x) {
+  return c_proj(at::gelu(c_fc(x), "tanh"));
+}
+
+BlockImpl::BlockImpl(const ModelConfig& cfg, const ArmSpec& arm) {
+  ln_1 = register_module("ln_1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg.d_model})));
+  attn = register_module("attn", CausalSelfAttention(cfg, arm));
+  ln_2 = register_module("ln_2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg.d_model})));
+  mlp = register_module("mlp", MLP(cfg.d_model));
+}
+
+at::Tensor BlockImpl::forward(const at::Tensor& x, int64_t layer, const ForwardHooks* hooks,
+                              PreparedKeys* cache) {
+  auto y = x + attn->forward(ln_1(x), layer, hooks, cache);
+  return y + mlp->forward(ln_2(y));
+}
+
+}  // namespace attnlab

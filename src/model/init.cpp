@@ -1,0 +1,63 @@
+#include "attnlab/init.h"
+
+#include <cmath>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+#include "attnlab/arm_params.h"
+#include "attnlab/model.h"
+
+namespace attnlab {
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string leaf_of(const std::string& name) { return name.substr(name.rfind('.') + 1); }
+
+// The initial value of one parameter, drawn on the CPU in float32.
+at::Tensor initial_value(const std::string& name, const at::Tensor& param, const GPTImpl& model,
+                         uint64_t seed) {
+  const auto& cfg = model.config();
+  auto shape = param.sizes();
+  auto cpu = at::TensorOptions().dtype(at::kFloat);
+  const auto leaf = leaf_of(name);
+  for (const auto& spec : attention_params(model.arm(), cfg.n_head, cfg.head_dim())) {
+    if (leaf == spec.name) return at::full(shape, spec.init_value, cpu);
+  }
+  if (ends_with(name, ".bias")) return at::zeros(shape, cpu);
+  if (name.find("ln_") != std::string::npos && ends_with(name, ".weight")) return at::ones(shape, cpu);
+
+  double std = 0.02;
+  if (name == "sink_token") std = kSinkTokenInitStd;
+  if (ends_with(name, "c_proj.weight")) std = 0.02 / std::sqrt(2.0 * cfg.n_layer);
+  auto gen = at::detail::createCPUGenerator(parameter_seed(seed, name));
+  return at::normal(0.0, std, shape, gen, cpu);
+}
+
+}  // namespace
+
+uint64_t parameter_seed(uint64_t seed, const std::string& name) {
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a
+  for (unsigned char ch : name) h = (h ^ ch) * 0x100000001b3ULL;
+  return splitmix64(seed ^ splitmix64(h));
+}
+
+void init_parameters(GPTImpl& model, uint64_t seed) {
+  torch::NoGradGuard no_grad;
+  for (auto& item : model.named_parameters()) {
+    auto value = initial_value(item.key(), item.value(), model, seed);
+    item.value().copy_(value);
+  }
+}
+
+}  // namespace attnlab

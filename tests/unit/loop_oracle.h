@@ -1,0 +1,79 @@
+// Plain loop-over-indices implementation of SPEC section 1 in double precision: the independent
+// oracle the composed-op reference is checked against. No LibTorch maths inside.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "attnlab/arm.h"
+
+namespace attnlab::testing {
+
+struct LoopInputs {
+  int B, H, T, d;
+  std::vector<double> q, k, v;  // [B][H][T][d]
+  std::vector<double> b;        // [H] sink logit (learned arms)
+  std::vector<double> tau;      // [H]
+  std::vector<double> w;        // [H][d]
+  std::vector<double> c;        // [H]
+};
+
+struct LoopOutputs {
+  std::vector<double> o;        // [B][H][T][d]
+  std::vector<double> lse;      // [B][H][T]
+  std::vector<double> phantom;  // [B][H][T]
+};
+
+inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+inline LoopOutputs loop_attention(const ArmSpec& arm, const LoopInputs& in) {
+  const int B = in.B, H = in.H, T = in.T, d = in.d;
+  auto at = [&](int b, int h, int t) { return ((b * H + h) * T + t) * d; };
+  LoopOutputs out;
+  out.o.assign(static_cast<size_t>(B) * H * T * d, 0.0);
+  out.lse.assign(static_cast<size_t>(B) * H * T, 0.0);
+  out.phantom.assign(static_cast<size_t>(B) * H * T, 0.0);
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < H; ++h) {
+      std::vector<double> g(T, 1.0);
+      for (int j = 0; j < T; ++j) {
+        if (arm.gate == GateKind::norm) {
+          double n2 = 0;
+          for (int x = 0; x < d; ++x) n2 += in.v[at(b, h, j) + x] * in.v[at(b, h, j) + x];
+          g[j] = sigmoid(8.0 * (std::sqrt(n2) / std::sqrt(double(d)) - in.tau[h]));
+        } else if (arm.gate == GateKind::projection) {
+          double z = in.c[h];
+          for (int x = 0; x < d; ++x) z += in.w[h * d + x] * in.v[at(b, h, j) + x];
+          g[j] = sigmoid(z);
+        }
+      }
+      const bool has_sink = arm.sink != SinkKind::none;
+      const double sink = arm.sink == SinkKind::learned ? in.b[h] : 0.0;
+      for (int i = 0; i < T; ++i) {
+        std::vector<double> logit(i + 1);
+        double m = has_sink ? sink : -std::numeric_limits<double>::infinity();
+        for (int j = 0; j <= i; ++j) {
+          double s = 0;
+          for (int x = 0; x < d; ++x) s += in.q[at(b, h, i) + x] * in.k[at(b, h, j) + x];
+          logit[j] = s / std::sqrt(double(d)) + (arm.slot == GateSlot::routing ? std::log(g[j]) : 0.0);
+          m = std::max(m, logit[j]);
+        }
+        double denom = has_sink ? std::exp(sink - m) : 0.0;
+        for (int j = 0; j <= i; ++j) denom += std::exp(logit[j] - m);
+        const size_t row = (b * H + h) * T + i;
+        out.lse[row] = m + std::log(denom);
+        out.phantom[row] = has_sink ? std::exp(sink - m) / denom : 0.0;
+        for (int j = 0; j <= i; ++j) {
+          const double a = std::exp(logit[j] - m) / denom;
+          const double gate = arm.slot == GateSlot::value ? g[j] : 1.0;
+          for (int x = 0; x < d; ++x) out.o[at(b, h, i) + x] += a * gate * in.v[at(b, h, j) + x];
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace attnlab::testing

@@ -1,0 +1,11 @@
+// Subcommands of the `attnlab` program; each lives in its own cmd_*.cpp and registers itself on the
+// CLI11 app. A subcommand's callback throws on bad input; main() turns that into a one-line error.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace attnlab::cli {
+
+void add_arms_command(CLI::App& app);
+
+}  // namespace attnlab::cli

@@ -1,0 +1,24 @@
+// attnlab: one program, many subcommands (CLI11). `attnlab --help` lists them.
+#include <exception>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "attnlab/version.h"
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"attnlab: attention-variant ablations (arms, paired seeds, probes)"};
+  app.set_version_flag("--version", "attnlab " + attnlab::version() + " (" + attnlab::git_revision() + ")");
+  app.require_subcommand(1);
+  attnlab::cli::add_arms_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::cerr << "attnlab: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,65 @@
+// What the flash-attention kernels receive (filled from AttentionShape / ForwardArgs / BackwardArgs
+// by flash_api.cu) and the shared-memory geometry of their tiles.
+#pragma once
+
+#include "common.cuh"
+
+namespace attnlab::kernels::cuda {
+
+/// One launch's tensors. Layout [B, H, T, d] contiguous; row pointers of head bh = b*H + h start at
+/// bh * T * d. Optional inputs are null when their feature is off.
+struct FlashParams {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const float* sink_logit = nullptr;    // [H]; null with has_sink means b_h = 0
+  const float* routing_bias = nullptr;  // [B, H, Tk]
+  const bool* key_mask = nullptr;       // [B, Tk]
+  void* o = nullptr;                    // [B, H, Tq, d] (forward out, backward in)
+  float* lse = nullptr;                 // [B, H, Tq]    (forward out, backward in)
+  // backward only
+  const void* d_o = nullptr;
+  void* d_q = nullptr;
+  void* d_k = nullptr;
+  void* d_v = nullptr;
+  float* d_sink_logit = nullptr;    // [H], zeroed by the launcher, summed with atomics
+  float* d_routing_bias = nullptr;  // [B, H, Tk]
+  float* delta = nullptr;           // [B, H, Tq] workspace: D_i = dO_i . O_i
+
+  int64_t batch = 0, heads = 0, q_len = 0, k_len = 0;
+  int head_dim = 0;
+  float scale = 0.0f;
+  bool has_sink = false;
+
+  /// Absolute position of query 0: queries are the last q_len of k_len positions.
+  __host__ __device__ int64_t q_offset() const { return k_len - q_len; }
+};
+
+/// Row padding of the Q/K/V/dO tiles in elements. 16-bit: 16 bytes, keeping wmma's 32-byte aligned
+/// fragment starts while shifting rows across banks. float: 1 word, so the plain-FMA strip's
+/// per-lane row reads (row stride d+1 words) fall in 32 different banks.
+template <typename T>
+inline constexpr int kOperandPad = kTensorCore<T> ? 8 : 1;
+
+/// Geometry shared by the forward and both backward kernels: 64-row tiles on both sides, one warp
+/// per 16-row strip (4 warps). Every buffer starts 128-byte aligned.
+template <typename T, int D>
+struct TileGeometry {
+  static_assert(D % 32 == 0, "head dim must be a multiple of 32");
+  static constexpr int kRows = 64;  // query tile Br = key tile Bc
+  static constexpr int kWarps = kRows / 16;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kLdOp = D + kOperandPad<T>;  // Q, K, V, dO tiles (T)
+  static constexpr int kLdS = kRows + 4;            // 64-wide float logit strips
+  // P or dS (T, 64 wide) overwrite the float strip they were computed from, row by row; that is
+  // safe when a P row never reaches past the start of the next float row (see the kernels).
+  static constexpr int kLdP = kRows + (kTensorCore<T> ? 8 : 4);
+  static constexpr int kLdAcc = D + 4;  // D-wide float accumulators (O, staging)
+  static constexpr std::size_t kOpBytes = align128(sizeof(T) * kRows * kLdOp);
+  static constexpr std::size_t kStripBytes = align128(sizeof(float) * kRows * kLdS);
+  static constexpr std::size_t kAccBytes = align128(sizeof(float) * kRows * kLdAcc);
+  static_assert(kLdP * sizeof(T) <= kLdS * sizeof(float), "P row would overrun the next logit row");
+  static_assert(2 * kOpBytes >= kAccBytes, "two operand tiles must hold a float accumulator tile");
+};
+
+}  // namespace attnlab::kernels::cuda

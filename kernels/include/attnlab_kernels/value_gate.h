@@ -17,8 +17,8 @@ enum class ValueGateKind : int { norm, projection };
 struct ValueGateShape {
   int64_t batch = 0, heads = 0, len = 0, head_dim = 0;
   ValueGateKind kind = ValueGateKind::norm;
-  double beta = 8.0;          ///< norm gate sharpness (SPEC: 8, fixed)
-  DType dtype = DType::f32;   ///< of v, gated_v, d_gated_v, d_v
+  double beta = 8.0;         ///< norm gate sharpness (SPEC: 8, fixed)
+  DType dtype = DType::f32;  ///< of v, gated_v, d_gated_v, d_v
 };
 
 /// Tensors are contiguous: v [B, H, T, d]; parameters are acc type (float; double for f64).
@@ -35,13 +35,13 @@ struct ValueGateForwardArgs {
 /// not used). d_v receives only the gradient that flows through the gate's outputs (overwritten);
 /// the caller adds any other use of v. Parameter gradients are overwritten, summed over batch and time.
 struct ValueGateBackwardArgs {
-  ValueGateForwardArgs fwd;         ///< v and the parameters (outputs unused)
-  const void* d_gated_v = nullptr;  ///< [B, H, T, d]
-  const void* d_log_gate = nullptr; ///< [B, H, T] acc type
-  void* d_v = nullptr;              ///< [B, H, T, d]
-  void* d_tau = nullptr;            ///< [H] acc type, norm gate (skipped when null)
-  void* d_w = nullptr;              ///< [H, d] acc type, projection gate (skipped when null)
-  void* d_c = nullptr;              ///< [H] acc type, projection gate (skipped when null)
+  ValueGateForwardArgs fwd;          ///< v and the parameters (outputs unused)
+  const void* d_gated_v = nullptr;   ///< [B, H, T, d]
+  const void* d_log_gate = nullptr;  ///< [B, H, T] acc type
+  void* d_v = nullptr;               ///< [B, H, T, d]
+  void* d_tau = nullptr;             ///< [H] acc type, norm gate (skipped when null)
+  void* d_w = nullptr;               ///< [H, d] acc type, projection gate (skipped when null)
+  void* d_c = nullptr;               ///< [H] acc type, projection gate (skipped when null)
 };
 
 }  // namespace attnlab::kernels

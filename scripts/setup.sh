@@ -50,10 +50,38 @@ install_venv() {
   "$ATTNLAB_VENV/bin/python" -m pip install -q "torch==$TORCH_VERSION" numpy matplotlib sentencepiece tiktoken
 }
 
+# GPT-2's BPE vocabulary for offline use (tools/prepare_data.py --tokenizer gpt2 and its known-id test):
+# tiktoken downloads it at run time, which needs network, so take the copy that the openai-whisper
+# source package on PyPI ships (whisper/assets/gpt2.tiktoken, MIT; the 50,256 ranks of GPT-2's
+# encoder.json/vocab.bpe). Only that file is kept; whisper itself is not installed. Not fatal.
+GPT2_TIKTOKEN="${ATTNLAB_GPT2_TIKTOKEN:-$ATTNLAB_CACHE/gpt2/gpt2.tiktoken}"
+GPT2_TIKTOKEN_SHA256="306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
+WHISPER_SDIST="openai-whisper==20250625"
+
+install_gpt2_vocab() {
+  if [ -f "$GPT2_TIKTOKEN" ] && echo "$GPT2_TIKTOKEN_SHA256  $GPT2_TIKTOKEN" | sha256sum -c --status; then
+    return 0
+  fi
+  echo "[setup] fetching GPT-2's BPE vocabulary (from the $WHISPER_SDIST source package) to $GPT2_TIKTOKEN"
+  local tmp
+  tmp=$(mktemp -d)
+  if "$ATTNLAB_VENV/bin/python" -m pip download -q --no-deps --no-binary :all: "$WHISPER_SDIST" -d "$tmp" &&
+     tar -xzf "$tmp"/openai_whisper-*.tar.gz -C "$tmp" --wildcards '*/whisper/assets/gpt2.tiktoken' &&
+     echo "$GPT2_TIKTOKEN_SHA256  $(ls "$tmp"/*/whisper/assets/gpt2.tiktoken)" | sha256sum -c --status; then
+    mkdir -p "$(dirname "$GPT2_TIKTOKEN")"
+    mv "$tmp"/*/whisper/assets/gpt2.tiktoken "$GPT2_TIKTOKEN"
+  else
+    echo "[setup] warning: no GPT-2 vocabulary; the GPT-2 known-id test will be skipped" >&2
+  fi
+  rm -rf "$tmp"
+}
+
 install_debs
 install_venv
+install_gpt2_vocab
 
 export ATTNLAB_VENV
+if [ -f "$GPT2_TIKTOKEN" ]; then export ATTNLAB_GPT2_TIKTOKEN="$GPT2_TIKTOKEN"; fi
 Torch_DIR="$("$ATTNLAB_VENV/bin/python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')/Torch"
 export Torch_DIR
 export CCACHE_DIR="${CCACHE_DIR:-$ATTNLAB_CACHE/ccache}"

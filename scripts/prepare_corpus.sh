@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Builds the embedded real corpus data/pydoc/ (docs/data.md): the reStructuredText sources of the
+# Python 3.11 documentation that Debian's python3.11-doc ships, one document per file, a 5% document-
+# level validation split, and a 4096-token SentencePiece BPE vocabulary trained on the train part.
+# Idempotent: does nothing while the shards and tokenizer.json are newer than this script and
+# tools/prepare_data.py. Writes into a temporary directory and renames, so a stopped run leaves
+# no half corpus behind.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/setup.sh
+source scripts/setup.sh
+
+OUT="${ATTNLAB_CORPUS_DIR:-data/pydoc}"
+SOURCES=/usr/share/doc/python3.11-doc/html/_sources
+VOCAB=4096
+
+up_to_date() {
+  [ -f "$OUT/tokenizer.json" ] || return 1
+  ls "$OUT"/pydoc_train_*.bin "$OUT"/pydoc_val_*.bin >/dev/null 2>&1 || return 1
+  local f
+  for f in "$OUT"/tokenizer.json "$OUT"/pydoc_*.bin; do
+    [ "$f" -nt tools/prepare_data.py ] && [ "$f" -nt scripts/prepare_corpus.sh ] || return 1
+  done
+}
+
+if up_to_date; then
+  echo "[corpus] $OUT is up to date"
+  exit 0
+fi
+if [ ! -d "$SOURCES" ]; then
+  echo "[corpus] error: $SOURCES is missing; install the Debian package python3.11-doc" >&2
+  exit 1
+fi
+
+version=$(dpkg-query -W -f='${Version}' python3.11-doc 2>/dev/null || echo unknown)
+tmp="$OUT.tmp.$$"
+trap 'rm -rf "$tmp"' EXIT
+rm -rf "$tmp"
+mkdir -p "$(dirname "$OUT")"
+echo "[corpus] tokenizing $SOURCES into $OUT (SentencePiece BPE, vocab $VOCAB; about a minute)"
+"$ATTNLAB_VENV/bin/python" tools/prepare_data.py text \
+  --inputs "$SOURCES/**/*.rst.txt" --out "$tmp" --name pydoc \
+  --tokenizer sentencepiece --vocab-size "$VOCAB" --val-fraction 0.05 \
+  --source "Debian package python3.11-doc $version: $SOURCES/**/*.rst.txt (Python Software Foundation License Version 2)"
+rm -rf "$OUT"
+mv "$tmp" "$OUT"
+trap - EXIT
+echo "[corpus] wrote $OUT"

@@ -51,6 +51,14 @@ __device__ __forceinline__ float warp_max(float x) {
   return x;
 }
 
+#ifndef ATTNLAB_CUDA_HOST_EMULATION  // kernels/emulation supplies its own, sized per launch
+/// The block's dynamic shared memory, 128-byte aligned (the launch sets its size).
+__device__ __forceinline__ unsigned char* dynamic_smem() {
+  extern __shared__ __align__(128) unsigned char attnlab_dynamic_smem[];
+  return attnlab_dynamic_smem;
+}
+#endif
+
 __host__ __device__ constexpr std::size_t align128(std::size_t bytes) { return (bytes + 127) / 128 * 128; }
 
 inline constexpr float kInf = __builtin_huge_valf();

@@ -112,7 +112,7 @@ std::size_t flash_attention_backward_workspace_bytes(const AttentionShape& shape
 }
 
 void flash_attention_backward_cuda(const AttentionShape& shape, const BackwardArgs& args, void* stream,
-                                   void* workspace) {
+                                   void* workspace, const void* d_lse) {
   check_shape(shape);
   check_forward_args(args.fwd, shape);
   if (!args.d_o || !args.d_q || !args.d_k || !args.d_v) unsupported("d_o, d_q, d_k and d_v are required");
@@ -126,6 +126,7 @@ void flash_attention_backward_cuda(const AttentionShape& shape, const BackwardAr
   p.d_q = args.d_q;
   p.d_k = args.d_k;
   p.d_v = args.d_v;
+  p.d_lse = static_cast<const float*>(d_lse);
   p.d_sink_logit = shape.has_sink ? static_cast<float*>(args.d_sink_logit) : nullptr;
   p.d_routing_bias = shape.has_routing_bias ? static_cast<float*>(args.d_routing_bias) : nullptr;
   if (p.d_sink_logit)

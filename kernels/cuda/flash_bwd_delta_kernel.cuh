@@ -1,6 +1,7 @@
-// D_i = dO_i . O_i for every query row (the backward's per-row softmax correction), and the sink
-// logit's gradient d b_h = -sum_{b,i} p_i D_i with phantom mass p_i = exp(b_h - lse_i): the sink is
-// a key with no value, so its dP is 0 and its dS is p_i (0 - D_i).
+// D_i = dO_i . O_i - dlse_i for every query row (the backward's per-row softmax correction; an
+// upstream gradient of lse_i adds dlse_i P_ij to every dz_ij since d lse_i / d z_ij = P_ij), and the
+// sink logit's gradient d b_h = -sum_{b,i} p_i D_i with phantom mass p_i = exp(b_h - lse_i): the
+// sink is a key with no value, so its dP is 0 and its dS is p_i (0 - D_i).
 // One warp per row; a block covers 64 rows of one (batch, head) and adds its share of d b_h with
 // one atomic (the launcher zeroes d_sink_logit first).
 #pragma once
@@ -19,7 +20,7 @@ struct DeltaGeometry {
 template <typename T>
 __global__ void __launch_bounds__(DeltaGeometry::kThreads) flash_bwd_delta_kernel(const FlashParams p) {
   using G = DeltaGeometry;
-  extern __shared__ __align__(128) unsigned char smem[];
+  unsigned char* smem = dynamic_smem();
   float* warp_sink = reinterpret_cast<float*>(smem);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t bh = blockIdx.y;
@@ -36,7 +37,7 @@ __global__ void __launch_bounds__(DeltaGeometry::kThreads) flash_bwd_delta_kerne
     for (int c = lane; c < p.head_dim; c += 32)
       dot +=
           to_float(static_cast<const T*>(p.d_o)[base + c]) * to_float(static_cast<const T*>(p.o)[base + c]);
-    dot = warp_sum(dot);
+    dot = warp_sum(dot) - (p.d_lse ? p.d_lse[bh * p.q_len + i] : 0.0f);
     if (lane == 0) p.delta[bh * p.q_len + i] = dot;
     if (want_sink) sink_part -= expf(sink - p.lse[bh * p.q_len + i]) * dot;
   }

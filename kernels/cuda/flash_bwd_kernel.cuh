@@ -110,7 +110,7 @@ template <typename T, int D>
 __global__ void __launch_bounds__(TileGeometry<T, D>::kThreads) flash_bwd_kv_kernel(const FlashParams p) {
   using G = TileGeometry<T, D>;
   using L = BwdSmem<T, D>;
-  extern __shared__ __align__(128) unsigned char smem[];
+  unsigned char* smem = dynamic_smem();
   T* s_k = reinterpret_cast<T*>(smem + L::kK);
   T* s_v = reinterpret_cast<T*>(smem + L::kV);
   T* s_q = reinterpret_cast<T*>(smem + L::kQ);
@@ -183,7 +183,7 @@ template <typename T, int D>
 __global__ void __launch_bounds__(TileGeometry<T, D>::kThreads) flash_bwd_q_kernel(const FlashParams p) {
   using G = TileGeometry<T, D>;
   using L = BwdSmem<T, D>;
-  extern __shared__ __align__(128) unsigned char smem[];
+  unsigned char* smem = dynamic_smem();
   T* s_k = reinterpret_cast<T*>(smem + L::kK);
   T* s_v = reinterpret_cast<T*>(smem + L::kV);
   T* s_q = reinterpret_cast<T*>(smem + L::kQ);

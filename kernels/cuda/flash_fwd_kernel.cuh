@@ -79,7 +79,7 @@ template <typename T, int D>
 __global__ void __launch_bounds__(TileGeometry<T, D>::kThreads) flash_fwd_kernel(const FlashParams p) {
   using G = TileGeometry<T, D>;
   using L = FwdSmem<T, D>;
-  extern __shared__ __align__(128) unsigned char smem[];
+  unsigned char* smem = dynamic_smem();
   T* s_q = reinterpret_cast<T*>(smem + L::kQ);
   T* s_k = reinterpret_cast<T*>(smem + L::kK);
   T* s_v = reinterpret_cast<T*>(smem + L::kV);
@@ -130,6 +130,7 @@ __global__ void __launch_bounds__(TileGeometry<T, D>::kThreads) flash_fwd_kernel
     WarpStrip<T, D> o;
     o.load(o_rows, G::kLdAcc);
     o.template add_ab<G::kRows>(reinterpret_cast<const T*>(strip), G::kLdP, s_v, G::kLdOp);
+    __syncwarp();  // every lane has read its O fragments before any lane overwrites them
     o.store(o_rows, G::kLdAcc);
   }
   __syncthreads();  // also covers the zero fill of s_o when no key tile ran

@@ -24,7 +24,8 @@ struct FlashParams {
   void* d_v = nullptr;
   float* d_sink_logit = nullptr;    // [H], zeroed by the launcher, summed with atomics
   float* d_routing_bias = nullptr;  // [B, H, Tk]
-  float* delta = nullptr;           // [B, H, Tq] workspace: D_i = dO_i . O_i
+  float* delta = nullptr;           // [B, H, Tq] workspace: D_i = dO_i . O_i - d_lse_i
+  const float* d_lse = nullptr;     // [B, H, Tq] upstream gradient of lse, may be null
 
   int64_t batch = 0, heads = 0, q_len = 0, k_len = 0;
   int head_dim = 0;

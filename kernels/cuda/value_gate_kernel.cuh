@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(GateGeometry::kThreads) value_gate_forward_ker
 __device__ inline void flush_param_grads(const GateParams& p, int64_t h, float dz_sum,
                                          const float (&dw)[kPerLane]) {
   using G = GateGeometry;
-  extern __shared__ __align__(128) unsigned char smem[];
+  unsigned char* smem = dynamic_smem();
   float* s_dz = reinterpret_cast<float*>(smem);  // [kWarps]
   float* s_dw = s_dz + G::kWarps;                // [kWarps][kMaxDim]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;

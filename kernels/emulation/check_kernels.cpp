@@ -8,11 +8,13 @@
 #include <random>
 #include <string>
 
+// clang-format off
+#include "cuda_host_emulation.h"  // first: the CUDA built-ins the kernel headers use
+// clang-format on
 #include "../cuda/flash_bwd_delta_kernel.cuh"
 #include "../cuda/flash_bwd_kernel.cuh"
 #include "../cuda/flash_fwd_kernel.cuh"
 #include "../cuda/value_gate_kernel.cuh"
-#include "cuda_host_emulation.h"  // first: the CUDA built-ins the kernels use
 #include "reference.h"
 
 namespace {

@@ -1,7 +1,8 @@
 // Just enough of CUDA to run the kernels of kernels/cuda on the CPU, unchanged, for a machine without
-// a GPU: one std::thread per CUDA thread, real barriers for __syncthreads / __syncwarp / shuffles,
-// and wmma fragments in which every lane holds the whole 16x16 tile (each store writes only the
-// lane's share, so a missing __syncwarp shows up under ThreadSanitizer as it would on a GPU).
+// a GPU: each CUDA thread a fiber (or, for ThreadSanitizer, an OS thread), real barriers for
+// __syncthreads / __syncwarp / shuffles, and wmma fragments in which every lane holds the whole 16x16
+// tile (each store writes only the lane's share, so a missing __syncwarp shows up under
+// ThreadSanitizer as it would on a GPU).
 // Include this before any kernel header; compile with -DATTNLAB_CUDA_HOST_EMULATION.
 #pragma once
 
@@ -9,7 +10,10 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <ucontext.h>
+
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <barrier>
 #include <cassert>
@@ -33,49 +37,168 @@ inline dim3 gridDim;
 
 namespace emu {
 
-/// Barriers and shuffle buffers of the block being run.
-struct Block {
-  explicit Block(int threads) : block(threads) {
-    for (int w = 0; w < threads / 32; ++w) warps.push_back(std::make_unique<Warp>());
+/// How a block's threads run. OsThreads: one std::thread each and std::barrier, so ThreadSanitizer
+/// sees real concurrency (run.sh --tsan). Fibers (default): ucontext coroutines on one OS thread that
+/// switch only at barriers, deterministic and much faster on a small machine.
+class OsThreads {
+ public:
+  void run(int threads, const std::function<void()>& kernel) {
+    std::barrier<> block(threads);
+    std::vector<std::unique_ptr<std::barrier<>>> warps;
+    for (int w = 0; w < threads / 32; ++w) warps.push_back(std::make_unique<std::barrier<>>(32));
+    block_ = &block;
+    warps_ = &warps;
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        threadIdx = make_uint3(static_cast<unsigned>(t), 0, 0);
+        kernel();
+        (*warps[t / 32]).arrive_and_drop();  // an exited thread no longer takes part in barriers
+        block.arrive_and_drop();
+      });
+    }
+    for (auto& th : pool) th.join();
   }
-  struct Warp {
-    std::barrier<> bar{32};
-    float shfl[32] = {};
+  void warp_sync() { (*(*warps_)[threadIdx.x / 32]).arrive_and_wait(); }
+  void block_sync() { block_->arrive_and_wait(); }
+
+ private:
+  std::barrier<>* block_ = nullptr;
+  std::vector<std::unique_ptr<std::barrier<>>>* warps_ = nullptr;
+};
+
+class Fibers {
+ public:
+  void run(int threads, const std::function<void()>& kernel) {
+    kernel_ = &kernel;
+    fibers_.resize(threads);
+    warps_.assign(threads / 32, Barrier{32, 0});
+    block_ = Barrier{threads, 0};
+    for (int t = 0; t < threads; ++t) start(t);
+    for (int finished = 0; finished < threads;) {
+      bool ran = false;
+      for (int t = 0; t < threads; ++t) {
+        if (fibers_[t].state != State::runnable) continue;
+        threadIdx = make_uint3(static_cast<unsigned>(t), 0, 0);
+        swapcontext(&main_, &fibers_[t].ctx);
+        ran = true;
+        finished += fibers_[t].state == State::finished;
+      }
+      assert(ran && "every live thread waits at a barrier the others never reach: deadlock");
+      (void)ran;
+    }
+  }
+  void warp_sync() { arrive(warps_[threadIdx.x / 32], Wait::warp); }
+  void block_sync() { arrive(block_, Wait::block); }
+
+ private:
+  enum class State { runnable, waiting, finished };
+  enum class Wait { none, warp, block };
+  struct Barrier {
+    int live, arrived;
   };
-  std::barrier<> block;
-  std::vector<std::unique_ptr<Warp>> warps;
+  struct Fiber {
+    ucontext_t ctx;
+    std::unique_ptr<char[]> stack;
+    State state = State::runnable;
+    Wait wait = Wait::none;
+  };
+  static constexpr std::size_t kStackBytes = 256 << 10;
+
+  static Fibers*& self() {
+    static Fibers* f = nullptr;
+    return f;
+  }
+
+  static void entry() {
+    Fibers& f = *self();
+    (*f.kernel_)();
+    f.finish(static_cast<int>(threadIdx.x));
+  }  // returns to uc_link: the scheduler
+
+  void start(int t) {
+    Fiber& f = fibers_[t];
+    if (!f.stack) f.stack.reset(new char[kStackBytes]);
+    f.state = State::runnable;
+    f.wait = Wait::none;
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = f.stack.get();
+    f.ctx.uc_stack.ss_size = kStackBytes;
+    f.ctx.uc_link = &main_;
+    self() = this;
+    makecontext(&f.ctx, &Fibers::entry, 0);
+  }
+
+  /// The last live arrival releases the others and runs on; the rest yield to the scheduler.
+  void arrive(Barrier& b, Wait kind) {
+    const int t = static_cast<int>(threadIdx.x);
+    if (++b.arrived == b.live) return release(b, kind, t / 32);
+    fibers_[t].state = State::waiting;
+    fibers_[t].wait = kind;
+    swapcontext(&fibers_[t].ctx, &main_);
+  }
+
+  void release(Barrier& b, Wait kind, int warp) {
+    b.arrived = 0;
+    for (std::size_t t = 0; t < fibers_.size(); ++t) {
+      Fiber& f = fibers_[t];
+      if (f.state == State::waiting && f.wait == kind && (kind == Wait::block || int(t) / 32 == warp)) {
+        f.state = State::runnable;
+        f.wait = Wait::none;
+      }
+    }
+  }
+
+  void finish(int t) {
+    fibers_[t].state = State::finished;
+    Barrier& w = warps_[t / 32];
+    --w.live;
+    if (w.arrived > 0 && w.arrived == w.live) release(w, Wait::warp, t / 32);
+    --block_.live;
+    if (block_.arrived > 0 && block_.arrived == block_.live) release(block_, Wait::block, 0);
+  }
+
+  const std::function<void()>* kernel_ = nullptr;
+  std::vector<Fiber> fibers_;
+  std::vector<Barrier> warps_;
+  Barrier block_{0, 0};
+  ucontext_t main_;
+};
+
+#ifdef ATTNLAB_EMULATION_OS_THREADS
+using Runner = OsThreads;
+#else
+using Runner = Fibers;
+#endif
+
+/// The block being run: its runner (barriers), shuffle buffers and dynamic shared memory.
+struct Block {
   struct Free {
     void operator()(unsigned char* p) const { ::operator delete[](p, std::align_val_t(128)); }
   };
+  Runner* runner = nullptr;
+  std::vector<std::array<float, 32>> shfl;
   std::unique_ptr<unsigned char[], Free> smem;  // 128-byte aligned, like the GPU's
 };
 
 inline Block* g_block = nullptr;
 
-inline Block::Warp& warp() { return *g_block->warps[threadIdx.x / 32]; }
-
 /// Runs kernel() as a grid of `grid` blocks of `threads` threads with `smem_bytes` of dynamic shared
 /// memory, filled with 0xff (NaN for every float type) so that reads of unwritten smem poison results.
 inline void launch(dim3 grid, int threads, std::size_t smem_bytes, const std::function<void()>& kernel) {
   assert(threads % 32 == 0);
+  static Runner runner;  // keeps its fiber stacks from launch to launch
   gridDim = grid;
   for (unsigned by = 0; by < grid.y; ++by) {
     for (unsigned bx = 0; bx < grid.x; ++bx) {
       blockIdx = make_uint3(bx, by, 0);
-      Block block(threads);
+      Block block;
+      block.runner = &runner;
+      block.shfl.resize(threads / 32);
       block.smem.reset(static_cast<unsigned char*>(::operator new[](smem_bytes + 1, std::align_val_t(128))));
       std::memset(block.smem.get(), 0xff, smem_bytes);
       g_block = &block;
-      std::vector<std::thread> pool;
-      for (int t = 0; t < threads; ++t) {
-        pool.emplace_back([&, t] {
-          threadIdx = make_uint3(static_cast<unsigned>(t), 0, 0);
-          kernel();
-          warp().bar.arrive_and_drop();  // an exited thread no longer takes part in barriers
-          block.block.arrive_and_drop();
-        });
-      }
-      for (auto& th : pool) th.join();
+      runner.run(threads, kernel);
       g_block = nullptr;
     }
   }
@@ -89,16 +212,16 @@ namespace attnlab::kernels::cuda {
 inline unsigned char* dynamic_smem() { return dynamic_smem_host(); }
 }  // namespace attnlab::kernels::cuda
 
-inline void __syncthreads() { emu::g_block->block.arrive_and_wait(); }
-inline void __syncwarp(unsigned = 0xffffffffu) { emu::warp().bar.arrive_and_wait(); }
+inline void __syncthreads() { emu::g_block->runner->block_sync(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { emu::g_block->runner->warp_sync(); }
 
 inline float __shfl_xor_sync(unsigned, float x, int lane_mask) {
-  auto& w = emu::warp();
+  auto& buf = emu::g_block->shfl[threadIdx.x / 32];
   const int lane = threadIdx.x % 32;
-  w.shfl[lane] = x;
-  w.bar.arrive_and_wait();
-  const float y = w.shfl[lane ^ lane_mask];
-  w.bar.arrive_and_wait();
+  buf[lane] = x;
+  __syncwarp();
+  const float y = buf[lane ^ lane_mask];
+  __syncwarp();
   return y;
 }
 

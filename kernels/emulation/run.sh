@@ -3,7 +3,8 @@
 # C++20 and the CUDA headers (for the host fp16/bf16 types), no GPU.
 #   run.sh            every case, optimised build
 #   run.sh --quick    two attention cases per (dtype, head dim)
-#   run.sh --tsan     under ThreadSanitizer: a missing __syncthreads/__syncwarp shows up as a race
+#   run.sh --tsan     OS threads under ThreadSanitizer: a missing __syncthreads/__syncwarp shows up
+#                     as a race (slow: minutes)
 set -euo pipefail
 cd "$(dirname "$0")"
 CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
@@ -12,7 +13,7 @@ flags=(-O2 -g)
 args=()
 for a in "$@"; do
   case "$a" in
-    --tsan) flags=(-O1 -g -fsanitize=thread); OUT="$OUT.tsan" ;;
+    --tsan) flags=(-O1 -g -fsanitize=thread -DATTNLAB_EMULATION_OS_THREADS); OUT="$OUT.tsan" ;;
     *) args+=("$a") ;;
   esac
 done

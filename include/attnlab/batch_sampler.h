@@ -1,0 +1,98 @@
+// Deterministic training batches and the fixed validation set (SPEC sections 3 and 6).
+//
+// Training (sampling with replacement, as nanoGPT's get_batch, not llm.c's sequential reader):
+// row `row` of micro-batch `micro_step` of optimizer step `step` on rank `rank` is the window of
+// seq_len + 1 consecutive tokens of the concatenated train stream (shards in sorted path order)
+// starting at
+//     offset = uniform(key, N - seq_len),  N = number of train tokens,
+//     key    = mix(mix(mix(mix(splitmix64(seed ^ D), step), micro_step), rank), row)
+// with D = 0x6174746e64617461 ("attndata"), splitmix64 the finaliser of init.h's parameter seeds,
+// mix(h, v) = splitmix64(h ^ splitmix64(v)) and uniform(k, m) = floor(k * m / 2^64) (the high
+// half of a 128-bit product; its bias is below m / 2^64). Windows never cross the end of the data;
+// they may cross shard boundaries, as llm.c's writers split documents across shards. So:
+//  - every arm with one seed sees the same data in the same order (the paired-seed protocol);
+//  - a run resumed at step k restores its data position from k alone, replaying nothing;
+//  - different seeds see different data orders, so seed variance includes data order.
+// The cost: within one pass some tokens are drawn twice and some not at all (~1/e unseen after N
+// tokens drawn), which matters only when a run makes several passes over a small corpus.
+// llm.c reads shards sequentially; that order is the same for every seed and needs a cursor per
+// rank, while this one is stateless. docs/data.md gives the reasoning.
+//
+// Validation: the first max_tokens tokens of the val stream, cut into consecutive sequences:
+// sequence k has x = tokens[kT, kT + T), y = tokens[kT + 1, kT + T + 1), so every token 1..nT is
+// predicted exactly once. Identical for every arm, seed and call.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include <ATen/core/Tensor.h>
+
+#include "attnlab/shards.h"
+
+namespace attnlab {
+
+/// Inputs and targets of a language-model batch. Both int64 on the CPU, shape [rows, seq_len];
+/// y[r, t] = x[r, t + 1] within the window (targets shifted by one token).
+struct Batch {
+  at::Tensor x;
+  at::Tensor y;
+};
+
+struct BatchSamplerOptions {
+  int64_t batch_size = 8;  ///< rows per micro-batch (B)
+  int64_t seq_len = 256;   ///< tokens per row (T); each row reads T + 1 tokens
+  uint64_t seed = 0;       ///< the run's seed (SPEC section 3)
+};
+
+/// Stateless sampler of training windows: every result is a pure function of its arguments.
+class BatchSampler {
+ public:
+  /// Throws DataError naming the pattern when the train stream has fewer than seq_len + 1 tokens,
+  /// std::invalid_argument when batch_size or seq_len is not positive.
+  BatchSampler(std::shared_ptr<const ShardSet> train, BatchSamplerOptions options);
+
+  /// Start (token index into the concatenated stream) of one row's window; in [0, N - seq_len).
+  int64_t window_offset(int64_t step, int64_t micro_step, int64_t rank, int64_t row) const;
+
+  /// Micro-batch `micro_step` of optimizer step `step` for `rank`: x, y [batch_size, seq_len].
+  Batch batch(int64_t step, int64_t micro_step, int64_t rank = 0) const;
+
+  const BatchSamplerOptions& options() const { return options_; }
+  int64_t num_windows() const { return num_windows_; }  ///< N - seq_len distinct starts
+
+ private:
+  std::shared_ptr<const ShardSet> train_;
+  BatchSamplerOptions options_;
+  int64_t num_windows_ = 0;
+};
+
+/// The fixed validation sequences (see the top of this file).
+class ValidationSet {
+ public:
+  /// max_tokens <= 0: the whole val stream. Uses min(max_tokens, N) tokens, rounded down to whole
+  /// sequences: num_sequences = (min(max_tokens, N) - 1) / seq_len. Throws DataError naming the
+  /// pattern when that is 0, std::invalid_argument when seq_len is not positive.
+  ValidationSet(std::shared_ptr<const ShardSet> val, int64_t seq_len, int64_t max_tokens);
+
+  int64_t seq_len() const { return seq_len_; }
+  int64_t num_sequences() const { return num_sequences_; }
+  int64_t num_targets() const { return num_sequences_ * seq_len_; }  ///< tokens the loss averages
+
+  /// Sequences [first, first + count) as x, y [count, seq_len]; throws std::out_of_range outside.
+  Batch sequences(int64_t first, int64_t count) const;
+
+  /// ceil(num_sequences / batch_size) batches; batch i holds sequences [i B, min((i+1) B, n)).
+  int64_t num_batches(int64_t batch_size) const;
+  Batch batch(int64_t index, int64_t batch_size) const;
+
+  /// FNV-1a hash of the token ids used, to record that two runs evaluated on the same tokens.
+  uint64_t fingerprint() const;
+
+ private:
+  std::shared_ptr<const ShardSet> val_;
+  int64_t seq_len_ = 0;
+  int64_t num_sequences_ = 0;
+};
+
+}  // namespace attnlab

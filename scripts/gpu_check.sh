@@ -14,6 +14,8 @@ cd "$(dirname "$0")/.." || exit 1
 mkdir -p "$OUT_DIR"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
 BUILD_DIR=${ATTNLAB_BUILD_DIR:-build-gpu}
+mkdir -p "$BUILD_DIR"
+BUILD_DIR=$(cd "$BUILD_DIR" && pwd)
 DEPS_DIR=${ATTNLAB_DEPS_DIR:-.deps}
 JOBS=${ATTNLAB_JOBS:-$(nproc)}
 DEADLINE=$((SECONDS + ${ATTNLAB_GPU_CHECK_BUDGET:-470}))
@@ -52,7 +54,24 @@ unpack_deps() {
     echo "no $DEPS_DIR/offline-deps.sh: fetch the bundle with ../shared/tools/offline-deps.sh download $DEPS_DIR" >&2
     return 1
   fi
-  "$DEPS_DIR/offline-deps.sh" unpack "$DEPS_DIR" "$PWD/$BUILD_DIR/deps-prefix"
+  if command -v dpkg >/dev/null; then
+    "$DEPS_DIR/offline-deps.sh" unpack "$DEPS_DIR" "$BUILD_DIR/deps-prefix"
+  else
+    unpack_with_ar "$BUILD_DIR/deps-prefix"
+  fi
+}
+
+# The bundle's unpack step uses dpkg -x; where there is no dpkg, ar and tar do the same.
+unpack_with_ar() {
+  local prefix=$1 tmp f
+  mkdir -p "$prefix"
+  tmp=$(mktemp -d)
+  for f in "$PWD/$DEPS_DIR"/*.deb; do
+    (cd "$tmp" && rm -f data.tar.* && ar x "$f" && tar -xf data.tar.* -C "$prefix") || return 1
+  done
+  rm -rf "$tmp"
+  echo "export CMAKE_PREFIX_PATH=$prefix/usr\${CMAKE_PREFIX_PATH:+:\$CMAKE_PREFIX_PATH}"
+  echo "export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
 }
 
 configure_and_build() {
@@ -87,12 +106,11 @@ export BUILD_DIR JOBS
 for log in build.log ctest-gpu.log ctest-parity.log bench.log; do : >"$OUT_DIR/$log"; done
 describe_machine
 note "budget $(left) s, $JOBS jobs, build dir $BUILD_DIR"
-mkdir -p "$BUILD_DIR"
 if exports=$(unpack_deps 2>>"$OUT_DIR/build.log"); then
   eval "$exports"  # CMAKE_PREFIX_PATH and LD_LIBRARY_PATH for the unpacked packages
   # Debian puts some headers (OpenSSL's opensslconf.h) under the multiarch include directory, which
   # the compiler searches only under /usr: add the unpacked one.
-  multiarch="$PWD/$BUILD_DIR/deps-prefix/usr/include/x86_64-linux-gnu"
+  multiarch="$BUILD_DIR/deps-prefix/usr/include/x86_64-linux-gnu"
   [ -d "$multiarch" ] && export CPLUS_INCLUDE_PATH="$multiarch${CPLUS_INCLUDE_PATH:+:$CPLUS_INCLUDE_PATH}"
 else
   note "unpacking $DEPS_DIR: FAILED (see build.log)"

@@ -7,5 +7,10 @@
 namespace attnlab::cli {
 
 void add_arms_command(CLI::App& app);
+void add_config_command(CLI::App& app);
+void add_train_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
+void add_sweep_command(CLI::App& app);
+void add_report_command(CLI::App& app);
 
 }  // namespace attnlab::cli

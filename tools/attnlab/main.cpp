@@ -12,6 +12,11 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "attnlab " + attnlab::version() + " (" + attnlab::git_revision() + ")");
   app.require_subcommand(1);
   attnlab::cli::add_arms_command(app);
+  attnlab::cli::add_config_command(app);
+  attnlab::cli::add_train_command(app);
+  attnlab::cli::add_eval_command(app);
+  attnlab::cli::add_sweep_command(app);
+  attnlab::cli::add_report_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

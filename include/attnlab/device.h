@@ -1,0 +1,34 @@
+// Device choice, bf16 autocast and per-device peak FLOP/s for MFU (SPEC section 2: bf16 autocast on GPU).
+#pragma once
+
+#include <string>
+
+#include <c10/core/Device.h>
+
+namespace attnlab {
+
+/// "auto" -> CUDA when available else CPU; "cpu"; "cuda" (throws std::runtime_error naming
+/// train.device when no CUDA device exists).
+c10::Device resolve_device(const std::string& name);
+
+/// Human-readable name of the device ("cpu", or the CUDA device's name).
+std::string device_name(const c10::Device& device);
+
+/// Dense bf16 peak FLOP/s of the current CUDA device from a table of known parts (H100/H200 989e12,
+/// A100 312e12, ...); 0 when unknown or on CPU (MFU is then not reported).
+double peak_flops(const c10::Device& device);
+
+/// RAII: enables autocast to bf16 on CUDA for its lifetime when `enabled` (no-op on CPU).
+class AutocastGuard {
+ public:
+  AutocastGuard(const c10::Device& device, bool enabled);
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  bool active_ = false;
+  bool previous_ = false;
+};
+
+}  // namespace attnlab

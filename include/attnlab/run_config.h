@@ -1,0 +1,102 @@
+// The configuration of one training run: records that mirror the YAML keys exactly (SPEC sections 2,
+// 3, 6). Files compose with `include:` lists; `--set a.b=c` overrides any key; unknown keys, wrong
+// types and impossible values are rejected before any work starts, naming the key's full path.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "attnlab/model_config.h"
+
+namespace attnlab {
+
+struct AttentionConfig {
+  std::string backend = "auto";  ///< auto | fused | reference | sdpa (sdpa: baseline only)
+};
+
+struct DataConfig {
+  std::string train;          ///< glob of llm.c-format train shards
+  std::string val;            ///< glob of validation shards
+  int64_t val_tokens = 65536; ///< fixed held-out tokens used by every evaluation (SPEC section 3)
+};
+
+struct OptimConfig {
+  double lr = 6e-4;            ///< peak learning rate
+  double min_lr_ratio = 0.1;   ///< cosine decays to lr * min_lr_ratio (SPEC section 2: 10%)
+  int64_t warmup_steps = 100;  ///< linear warm-up from lr / warmup_steps
+  double weight_decay = 0.1;   ///< lambda, on the decayed group only (SPEC section 1)
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double grad_clip = 1.0;      ///< global L2 norm; 0 disables
+};
+
+struct TrainConfig {
+  int64_t batch_size = 8;         ///< sequences per micro-batch
+  int64_t seq_len = 256;          ///< tokens per sequence (<= model.block_size)
+  int64_t tokens_per_step = 0;    ///< tokens per optimizer step; 0 = batch_size * seq_len
+  int64_t token_budget = 0;       ///< total training tokens (defines the step count)
+  int64_t max_steps = 0;          ///< overrides token_budget / tokens_per_step when > 0
+  std::string device = "auto";    ///< auto | cpu | cuda
+  std::string precision = "bf16"; ///< bf16 | fp32: autocast dtype on CUDA (CPU always runs fp32)
+  int64_t log_every = 10;         ///< steps between progress lines
+  int64_t threads = 0;            ///< CPU intra-op threads; 0 = LibTorch's default
+};
+
+struct EvalConfig {
+  int64_t every = 100;  ///< steps between validation passes (and always at the end)
+};
+
+struct CheckpointConfig {
+  int64_t every = 100;          ///< steps between checkpoints (and always at the end)
+  int64_t keep_last = 2;        ///< newest checkpoints kept (plus the best by val loss)
+  bool log_spaced = false;      ///< also checkpoint (and keep) steps 1, 2, 4, ..., 512 (Pythia-style)
+};
+
+struct RunConfig {
+  std::string tier = "micro";   ///< informational: the tier file the dims came from
+  uint64_t seed = 1;            ///< paired-seed protocol: init and batch order (SPEC section 3)
+  std::string out_dir = "runs/run";
+  ModelConfig model;
+  AttentionConfig attention;
+  DataConfig data;
+  OptimConfig optim;
+  TrainConfig train;
+  EvalConfig eval;
+  CheckpointConfig checkpoint;
+
+  int64_t effective_tokens_per_step() const;
+  int64_t grad_accum_steps() const;  ///< tokens_per_step / (batch_size * seq_len)
+  int64_t total_steps() const;       ///< max_steps, else ceil(token_budget / tokens_per_step)
+};
+
+/// Error in a configuration: the message starts with the key's full path (or the file).
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Loads `path` (with its `include:` files, relative to the including file, earlier files first,
+/// later keys win), applies `overrides` ("a.b=c", value parsed as YAML), checks every key and value.
+/// Throws ConfigError naming the file or the key's full path.
+RunConfig load_run_config(const std::filesystem::path& path, const std::vector<std::string>& overrides = {});
+
+/// Same from an already-resolved JSON/YAML document (e.g. a checkpoint's stored config).
+RunConfig run_config_from_json(const nlohmann::json& resolved);
+
+/// The resolved configuration as JSON (every key, defaults included), and as YAML text.
+nlohmann::json to_json(const RunConfig& cfg);
+std::string to_yaml(const RunConfig& cfg);
+
+/// Keys (full paths) whose values differ between two configs, e.g. {"optim.lr", "model.arm"}.
+std::vector<std::string> differing_keys(const RunConfig& a, const RunConfig& b);
+
+/// Checks values that no single key can (seq_len <= block_size, tokens_per_step a multiple of
+/// batch_size * seq_len, a budget set, ...). Throws ConfigError naming the keys.
+void validate(const RunConfig& cfg);
+
+/// Stable 16-hex-digit hash of the resolved configuration (recorded in final.json).
+std::string config_hash(const RunConfig& cfg);
+
+}  // namespace attnlab

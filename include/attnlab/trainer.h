@@ -1,0 +1,47 @@
+// One training run (issue 3): YAML config -> run directory with metrics.jsonl, checkpoints and
+// final.json. Every run is resumable (exactly, on the same build and device) and refuses to touch a
+// directory that belongs to another run.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "attnlab/run_config.h"
+
+namespace attnlab {
+
+struct TrainOptions {
+  /// Start a new run from this checkpoint's full state (weights, optimizer, step, RNG), recording
+  /// it as the parent (issue 7's keep/remove-decay test). The run directory must be new.
+  std::optional<std::filesystem::path> branch_from;
+  /// Stop after this many optimizer steps in this session (tests: interrupt a run); 0 = no limit.
+  int64_t stop_after_steps = 0;
+};
+
+enum class TrainStatus {
+  finished,     ///< reached total_steps; final.json written
+  interrupted,  ///< SIGINT / SIGTERM / stop_after_steps: checkpoint saved, resumable
+};
+
+struct TrainResult {
+  TrainStatus status = TrainStatus::finished;
+  int64_t step = 0;               ///< optimizer steps completed
+  double final_val_loss = 0.0;    ///< nats/token (finished runs)
+  std::filesystem::path run_dir;
+  int signal = 0;                 ///< the signal that interrupted the run, if any
+};
+
+/// Error that stops a run without losing data (NaN loss, a foreign run directory, a config that
+/// differs from the checkpoint's); the message says what to do.
+struct TrainError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Trains `cfg` into cfg.out_dir: resumes from the newest good checkpoint there (refusing a config
+/// that differs in anything but train.max_steps / train.token_budget, listing the keys), or starts
+/// fresh. A finished run returns at once. Throws TrainError, ConfigError, DataError, CheckpointError.
+TrainResult train(const RunConfig& cfg, const TrainOptions& options = {});
+
+}  // namespace attnlab

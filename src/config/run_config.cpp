@@ -1,0 +1,240 @@
+// One list of keys (visit_fields) drives reading, writing and diffing, so the YAML and the records
+// cannot drift apart.
+#include "attnlab/run_config.h"
+
+#include <cstdio>
+#include <set>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "config/yaml_io.h"
+
+namespace attnlab {
+namespace {
+
+template <class V>
+void visit_fields(RunConfig& c, V& v) {
+  v.field("tier", c.tier);
+  v.field("seed", c.seed);
+  v.field("out_dir", c.out_dir);
+  v.section("model", [&] {
+    v.field("arm", c.model.arm);
+    v.field("n_layer", c.model.n_layer);
+    v.field("n_head", c.model.n_head);
+    v.field("d_model", c.model.d_model);
+    v.field("block_size", c.model.block_size);
+    v.field("vocab_size", c.model.vocab_size);
+    v.field("routing_gate", c.model.routing_gate);
+  });
+  v.section("attention", [&] { v.field("backend", c.attention.backend); });
+  v.section("data", [&] {
+    v.field("train", c.data.train);
+    v.field("val", c.data.val);
+    v.field("val_tokens", c.data.val_tokens);
+  });
+  v.section("optim", [&] {
+    v.field("lr", c.optim.lr);
+    v.field("min_lr_ratio", c.optim.min_lr_ratio);
+    v.field("warmup_steps", c.optim.warmup_steps);
+    v.field("weight_decay", c.optim.weight_decay);
+    v.field("beta1", c.optim.beta1);
+    v.field("beta2", c.optim.beta2);
+    v.field("eps", c.optim.eps);
+    v.field("grad_clip", c.optim.grad_clip);
+  });
+  v.section("train", [&] {
+    v.field("batch_size", c.train.batch_size);
+    v.field("seq_len", c.train.seq_len);
+    v.field("tokens_per_step", c.train.tokens_per_step);
+    v.field("token_budget", c.train.token_budget);
+    v.field("max_steps", c.train.max_steps);
+    v.field("device", c.train.device);
+    v.field("precision", c.train.precision);
+    v.field("log_every", c.train.log_every);
+    v.field("threads", c.train.threads);
+  });
+  v.section("eval", [&] { v.field("every", c.eval.every); });
+  v.section("checkpoint", [&] {
+    v.field("every", c.checkpoint.every);
+    v.field("keep_last", c.checkpoint.keep_last);
+    v.field("log_spaced", c.checkpoint.log_spaced);
+  });
+}
+
+// Writes every field into a JSON object.
+struct JsonWriter {
+  nlohmann::json root = nlohmann::json::object();
+  nlohmann::json* cur = &root;
+  template <class T>
+  void field(const char* key, const T& value) { (*cur)[key] = value; }
+  void field(const char* key, const GateKind& value) { (*cur)[key] = to_string(value); }
+  template <class F>
+  void section(const char* key, F&& body) {
+    auto* parent = cur;
+    cur = &(*parent)[key];
+    *cur = nlohmann::json::object();
+    body();
+    cur = parent;
+  }
+};
+
+// Reads every field from a YAML tree, type-checked; remembers which keys it consumed.
+struct YamlReader {
+  YAML::Node cur;
+  std::string prefix;
+  std::set<std::string> known;
+
+  std::string path(const char* key) const { return prefix + key; }
+  template <class T>
+  void field(const char* key, T& out) {
+    known.insert(path(key));
+    const YAML::Node node = std::as_const(cur)[key];
+    if (node) out = yaml_io::read_scalar<T>(node, path(key));
+  }
+  void field(const char* key, GateKind& out) {
+    std::string name = to_string(out);
+    field(key, name);
+    try {
+      out = parse_gate_kind(name);
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError(path(key) + ": " + e.what());
+    }
+  }
+  template <class F>
+  void section(const char* key, F&& body) {
+    known.insert(path(key));
+    const YAML::Node node = std::as_const(cur)[key];
+    if (node && !node.IsMap()) throw ConfigError(path(key) + ": expected a mapping of keys");
+    if (!node) return;
+    // reset() rebinds; operator= on a yaml-cpp node would overwrite the tree it refers to.
+    YAML::Node saved_node;
+    saved_node.reset(cur);
+    const auto saved_prefix = prefix;
+    cur.reset(node);
+    prefix = path(key) + ".";
+    body();
+    cur.reset(saved_node);
+    prefix = saved_prefix;
+  }
+};
+
+RunConfig from_yaml(const YAML::Node& root) {
+  RunConfig cfg;
+  YamlReader reader{root, "", {}};
+  visit_fields(cfg, reader);
+  yaml_io::reject_unknown_keys(root, reader.known);
+  validate(cfg);
+  return cfg;
+}
+
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw ConfigError(message);
+}
+
+}  // namespace
+
+int64_t RunConfig::effective_tokens_per_step() const {
+  return train.tokens_per_step > 0 ? train.tokens_per_step : train.batch_size * train.seq_len;
+}
+
+int64_t RunConfig::grad_accum_steps() const {
+  return effective_tokens_per_step() / (train.batch_size * train.seq_len);
+}
+
+int64_t RunConfig::total_steps() const {
+  if (train.max_steps > 0) return train.max_steps;
+  const int64_t per_step = effective_tokens_per_step();
+  return (train.token_budget + per_step - 1) / per_step;
+}
+
+void validate(const RunConfig& c) {
+  try {
+    c.model.validate();
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(e.what());
+  }
+  const std::set<std::string> backends = {"auto", "fused", "reference", "sdpa"};
+  require(backends.count(c.attention.backend) > 0,
+          "attention.backend: '" + c.attention.backend + "' is not one of auto, fused, reference, sdpa");
+  require(c.attention.backend != "sdpa" || c.model.arm == "baseline",
+          "attention.backend: sdpa computes plain softmax only; model.arm '" + c.model.arm + "' needs fused or reference");
+  require(!c.data.train.empty(), "data.train: required (a glob of llm.c-format train shards)");
+  require(!c.data.val.empty(), "data.val: required (a glob of llm.c-format validation shards)");
+  require(c.data.val_tokens > 0, "data.val_tokens: must be positive");
+  require(c.optim.lr > 0, "optim.lr: must be positive");
+  require(c.optim.min_lr_ratio >= 0 && c.optim.min_lr_ratio <= 1, "optim.min_lr_ratio: must lie in [0, 1]");
+  require(c.optim.warmup_steps >= 0, "optim.warmup_steps: must be >= 0");
+  require(c.optim.weight_decay >= 0, "optim.weight_decay: must be >= 0");
+  require(c.optim.beta1 >= 0 && c.optim.beta1 < 1, "optim.beta1: must lie in [0, 1)");
+  require(c.optim.beta2 >= 0 && c.optim.beta2 < 1, "optim.beta2: must lie in [0, 1)");
+  require(c.optim.eps > 0, "optim.eps: must be positive");
+  require(c.optim.grad_clip >= 0, "optim.grad_clip: must be >= 0 (0 disables clipping)");
+  require(c.train.batch_size > 0, "train.batch_size: must be positive");
+  require(c.train.seq_len > 0, "train.seq_len: must be positive");
+  require(c.train.seq_len <= c.model.block_size,
+          "train.seq_len = " + std::to_string(c.train.seq_len) + " exceeds model.block_size = " +
+              std::to_string(c.model.block_size));
+  const int64_t micro = c.train.batch_size * c.train.seq_len;
+  require(c.train.tokens_per_step >= 0 && c.effective_tokens_per_step() % micro == 0,
+          "train.tokens_per_step = " + std::to_string(c.train.tokens_per_step) +
+              " must be a multiple of train.batch_size * train.seq_len = " + std::to_string(micro));
+  require(c.train.token_budget > 0 || c.train.max_steps > 0,
+          "train.token_budget: set a token budget (or train.max_steps)");
+  require(c.train.token_budget >= 0 && c.train.max_steps >= 0, "train.token_budget / train.max_steps: must be >= 0");
+  const std::set<std::string> devices = {"auto", "cpu", "cuda"};
+  require(devices.count(c.train.device) > 0, "train.device: '" + c.train.device + "' is not one of auto, cpu, cuda");
+  require(c.train.precision == "bf16" || c.train.precision == "fp32",
+          "train.precision: '" + c.train.precision + "' is not one of bf16, fp32");
+  require(c.train.log_every > 0, "train.log_every: must be positive");
+  require(c.train.threads >= 0, "train.threads: must be >= 0");
+  require(c.eval.every > 0, "eval.every: must be positive");
+  require(c.checkpoint.every > 0, "checkpoint.every: must be positive");
+  require(c.checkpoint.keep_last > 0, "checkpoint.keep_last: must be at least 1");
+}
+
+RunConfig load_run_config(const std::filesystem::path& path, const std::vector<std::string>& overrides) {
+  YAML::Node root = yaml_io::load_with_includes(path);
+  for (const auto& assignment : overrides) yaml_io::apply_override(root, assignment);
+  return from_yaml(root);
+}
+
+RunConfig run_config_from_json(const nlohmann::json& resolved) {
+  return from_yaml(yaml_io::from_json(resolved));
+}
+
+nlohmann::json to_json(const RunConfig& cfg) {
+  JsonWriter writer;
+  visit_fields(const_cast<RunConfig&>(cfg), writer);  // the writer only reads
+  return writer.root;
+}
+
+std::string to_yaml(const RunConfig& cfg) {
+  YAML::Emitter out;
+  out << yaml_io::from_json(to_json(cfg));
+  return std::string(out.c_str()) + "\n";
+}
+
+std::vector<std::string> differing_keys(const RunConfig& a, const RunConfig& b) {
+  std::vector<std::string> keys;
+  const auto fa = to_json(a).flatten(), fb = to_json(b).flatten();
+  for (const auto& [key, value] : fa.items()) {
+    if (!fb.contains(key) || fb[key] != value) keys.push_back(key.substr(1));  // "/optim/lr" -> "optim/lr"
+  }
+  for (auto& key : keys) std::replace(key.begin(), key.end(), '/', '.');
+  return keys;
+}
+
+std::string config_hash(const RunConfig& cfg) {
+  auto j = to_json(cfg);
+  j.erase("out_dir");  // where a run lives is not what it computes
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over the canonical (sorted-key) dump
+  for (unsigned char ch : j.dump()) h = (h ^ ch) * 0x100000001b3ULL;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+}  // namespace attnlab

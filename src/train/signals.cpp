@@ -1,0 +1,32 @@
+#include "train/signals.h"
+
+#include <atomic>
+#include <csignal>
+
+namespace attnlab::signals {
+namespace {
+
+std::atomic<int> g_signal{0};
+struct sigaction g_old_int, g_old_term;
+
+extern "C" void on_signal(int sig) { g_signal.store(sig); }
+
+}  // namespace
+
+StopRequestScope::StopRequestScope() {
+  g_signal.store(0);
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &g_old_int);
+  sigaction(SIGTERM, &sa, &g_old_term);
+}
+
+StopRequestScope::~StopRequestScope() {
+  sigaction(SIGINT, &g_old_int, nullptr);
+  sigaction(SIGTERM, &g_old_term, nullptr);
+}
+
+int stop_requested() { return g_signal.load(); }
+
+}  // namespace attnlab::signals

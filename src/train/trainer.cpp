@@ -1,0 +1,313 @@
+// The training loop (SPEC sections 2, 3, 6): AdamW on the model's parameter groups, warm-up + cosine,
+// clipping, gradient accumulation to a fixed tokens-per-step, bf16 autocast on CUDA, periodic
+// evaluation and atomic checkpoints, exact resume.
+#include "attnlab/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include "attnlab/batch_sampler.h"
+#include "attnlab/checkpoint.h"
+#include "attnlab/device.h"
+#include "attnlab/evaluate.h"
+#include "attnlab/init.h"
+#include "attnlab/lr_schedule.h"
+#include "attnlab/param_groups.h"
+#include "attnlab/shards.h"
+#include "attnlab/version.h"
+#include "train/run_dir.h"
+#include "train/signals.h"
+
+namespace attnlab {
+namespace fs = std::filesystem;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+AttentionBackend backend_of(const std::string& name) {
+  if (name == "fused") return AttentionBackend::fused;
+  if (name == "reference") return AttentionBackend::reference;
+  if (name == "sdpa") return AttentionBackend::sdpa;
+  return AttentionBackend::automatic;
+}
+
+std::unique_ptr<torch::optim::AdamW> make_optimizer(GPTImpl& model, const OptimConfig& o) {
+  const auto groups = parameter_groups(model);
+  auto options = [&](double wd) {
+    return std::make_unique<torch::optim::AdamWOptions>(
+        torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(wd));
+  };
+  std::vector<torch::optim::OptimizerParamGroup> param_groups;
+  param_groups.emplace_back(groups.decay, options(o.weight_decay));
+  param_groups.emplace_back(groups.no_decay, options(0.0));  // SPEC section 1: excluded from decay
+  return std::make_unique<torch::optim::AdamW>(param_groups, torch::optim::AdamWOptions(o.lr));
+}
+
+void set_learning_rate(torch::optim::AdamW& opt, double lr) {
+  for (auto& group : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+}
+
+// Model FLOPs per token for MFU: 6 N (forward + backward of every weight) + 12 L d_model T attention.
+double flops_per_token(const RunConfig& cfg) {
+  const auto counts = count_params(cfg.model);
+  return 6.0 * double(counts.non_embedding + cfg.model.padded_vocab() * cfg.model.d_model) +
+         12.0 * double(cfg.model.n_layer * cfg.model.d_model * cfg.train.seq_len);
+}
+
+std::set<int64_t> log_spaced_steps(const CheckpointConfig& c) {
+  std::set<int64_t> steps;
+  if (c.log_spaced)
+    for (int64_t s = 1; s <= 512; s *= 2) steps.insert(s);
+  return steps;
+}
+
+std::string format_duration(double seconds) {
+  const auto s = static_cast<int64_t>(seconds);
+  return s >= 3600 ? fmt::format("{}h{:02d}m", s / 3600, (s % 3600) / 60) : fmt::format("{}m{:02d}s", s / 60, s % 60);
+}
+
+// Everything one run holds while it trains.
+struct Session {
+  const RunConfig& cfg;
+  fs::path dir;
+  c10::Device device{c10::kCPU};
+  bool autocast = false;
+  GPT model{nullptr};
+  std::unique_ptr<torch::optim::AdamW> opt;
+  std::unique_ptr<BatchSampler> sampler;
+  std::unique_ptr<ValidationSet> val;
+  TrainState state;
+  double elapsed_before = 0.0;  // seconds spent in earlier sessions of this run
+  Clock::time_point started = Clock::now();
+  double peak = 0.0;
+  // Where this session's time went (seconds): the loop's overhead is everything but compute.
+  struct {
+    double data = 0, compute = 0, eval = 0, checkpoint = 0, log = 0;
+  } time;
+
+  double elapsed() const {
+    return elapsed_before + std::chrono::duration<double>(Clock::now() - started).count();
+  }
+};
+
+void open_data(Session& s) {
+  auto data = open_train_val(s.cfg.data.train, s.cfg.data.val, s.cfg.model.vocab_size);
+  for (const auto& note : data.notes) spdlog::info("data: {}", note);
+  spdlog::info("data: train {} tokens ({}), val {} tokens ({})", data.train->num_tokens(), s.cfg.data.train,
+               data.val->num_tokens(), s.cfg.data.val);
+  s.sampler = std::make_unique<BatchSampler>(
+      data.train, BatchSamplerOptions{s.cfg.train.batch_size, s.cfg.train.seq_len, s.cfg.seed});
+  s.val = std::make_unique<ValidationSet>(data.val, s.cfg.train.seq_len, s.cfg.data.val_tokens);
+}
+
+void build_model(Session& s) {
+  s.model = GPT(s.cfg.model);
+  init_parameters(*s.model, s.cfg.seed);
+  s.model->to(s.device);
+  s.model->set_attention_backend(backend_of(s.cfg.attention.backend));
+  s.opt = make_optimizer(*s.model, s.cfg.optim);
+  const auto counts = count_params(s.cfg.model);
+  spdlog::info("model: arm {} | {} layers, d_model {}, {} heads | {:.2f}M params ({:.2f}M non-embedding, {} arm) | {}",
+               s.cfg.model.arm, s.cfg.model.n_layer, s.cfg.model.d_model, s.cfg.model.n_head, counts.total / 1e6,
+               counts.non_embedding / 1e6, counts.arm_extra, device_name(s.device));
+}
+
+void adopt(Session& s, const LoadedCheckpoint& ckpt) {
+  restore(ckpt, *s.model, *s.opt);
+  s.state = ckpt.state;
+  s.state.config = to_json(s.cfg);
+  s.elapsed_before = s.state.extra.value("elapsed_s", 0.0);
+}
+
+// Resume from the newest good checkpoint (or branch from another run's). Returns false when fresh.
+bool resume(Session& s, const TrainOptions& options) {
+  if (options.branch_from) {
+    const auto source = *options.branch_from;
+    auto ckpt = fs::exists(source / "state.json") ? load_checkpoint(source) : load_latest(source).value();
+    adopt(s, ckpt);
+    s.state.extra["parent"] = {{"checkpoint", ckpt.dir.string()}, {"step", ckpt.state.step}};
+    s.elapsed_before = 0.0;
+    spdlog::info("branch: starting from {} (step {})", ckpt.dir.string(), ckpt.state.step);
+    return true;
+  }
+  std::vector<std::string> warnings;
+  auto ckpt = load_latest(s.dir, &warnings);
+  if (!ckpt) return false;
+  for (const auto& w : warnings) spdlog::warn("resume: {}", w);
+  std::vector<std::string> differing;
+  for (const auto& key : differing_keys(run_config_from_json(ckpt->state.config), s.cfg))
+    if (!run_dir::is_budget_key(key) && key != "out_dir") differing.push_back(key);
+  if (!differing.empty()) {
+    std::ostringstream msg;
+    msg << "cannot resume " << ckpt->dir.string() << ": the config differs in";
+    for (const auto& key : differing) msg << ' ' << key;
+    msg << " (only train.max_steps / train.token_budget may change)";
+    throw TrainError(msg.str());
+  }
+  adopt(s, *ckpt);
+  spdlog::info("resume: from {} (step {})", ckpt->dir.string(), ckpt->state.step);
+  return true;
+}
+
+// One optimizer step: accumulate gradients over micro-batches, clip, update. Returns (loss, grad norm).
+std::pair<double, double> train_step(Session& s, int64_t step) {
+  set_learning_rate(*s.opt, learning_rate(s.cfg.optim, step, s.cfg.total_steps()));
+  s.opt->zero_grad();
+  const int64_t accum = s.cfg.grad_accum_steps();
+  double loss_sum = 0.0;
+  for (int64_t micro = 0; micro < accum; ++micro) {
+    const auto t_data = Clock::now();
+    const auto batch = s.sampler->batch(step, micro);
+    s.time.data += std::chrono::duration<double>(Clock::now() - t_data).count();
+    at::Tensor loss;
+    {
+      AutocastGuard autocast(s.device, s.autocast);
+      loss = lm_loss(s.model->forward(batch.x.to(s.device)), batch.y.to(s.device)) / double(accum);
+    }
+    loss.backward();
+    loss_sum += loss.item<double>();
+  }
+  if (!std::isfinite(loss_sum)) {
+    throw TrainError(fmt::format("non-finite training loss at step {}; stopped without saving. The last good "
+                                 "checkpoint in {} is kept (step {}); lower optim.lr or check the data",
+                                 step + 1, checkpoints_dir(s.dir).string(), s.state.step));
+  }
+  const double max_norm = s.cfg.optim.grad_clip > 0 ? s.cfg.optim.grad_clip : std::numeric_limits<double>::infinity();
+  const double grad_norm = torch::nn::utils::clip_grad_norm_(s.model->parameters(), max_norm);
+  s.opt->step();
+  return {loss_sum, grad_norm};
+}
+
+void save(Session& s) {
+  RetentionPolicy policy;
+  policy.keep_last = s.cfg.checkpoint.keep_last;
+  policy.keep_steps = log_spaced_steps(s.cfg.checkpoint);
+  s.state.extra["elapsed_s"] = s.elapsed();
+  save_checkpoint(s.dir, *s.model, *s.opt, s.state, policy);
+}
+
+void write_final(Session& s, double val_loss) {
+  const auto counts = count_params(s.cfg.model);
+  nlohmann::json final_json = {
+      {"final_val_loss", val_loss},
+      {"best_val_loss", s.state.best_val_loss},
+      {"steps", s.state.step},
+      {"tokens_seen", s.state.tokens_seen},
+      {"params", {{"total", counts.total}, {"non_embedding", counts.non_embedding}, {"arm_extra", counts.arm_extra}}},
+      {"wall_time_s", s.elapsed()},
+      {"git_revision", git_revision()},
+      {"config_hash", config_hash(s.cfg)},
+      {"arm", s.cfg.model.arm},
+      {"seed", s.cfg.seed},
+      {"tier", s.cfg.tier},
+      {"device", device_name(s.device)},
+      {"val_tokens", s.val->num_targets()},
+      {"val_fingerprint", s.val->fingerprint()},
+      {"time_s", {{"data", s.time.data}, {"compute", s.time.compute}, {"eval", s.time.eval},
+                  {"checkpoint", s.time.checkpoint}, {"log", s.time.log}}},
+  };
+  if (s.state.extra.contains("parent")) final_json["parent"] = s.state.extra["parent"];
+  run_dir::write_atomically(s.dir / "final.json", final_json.dump(2) + "\n");
+}
+
+}  // namespace
+
+TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
+  validate(cfg);
+  if (cfg.train.threads > 0) torch::set_num_threads(static_cast<int>(cfg.train.threads));
+  Session s{cfg, fs::path(cfg.out_dir)};
+  s.device = resolve_device(cfg.train.device);
+  s.autocast = cfg.train.precision == "bf16" && s.device.is_cuda();
+  s.peak = peak_flops(s.device);
+  run_dir::claim(s.dir, cfg, options.branch_from.has_value());
+  open_data(s);
+  build_model(s);
+  s.state.config = to_json(cfg);
+  resume(s, options);
+
+  const int64_t total = cfg.total_steps();
+  TrainResult result{TrainStatus::finished, s.state.step, 0.0, s.dir};
+  if (s.state.step >= total && fs::exists(s.dir / "final.json")) {
+    spdlog::info("{}: already finished ({} steps)", s.dir.string(), s.state.step);
+    result.final_val_loss = nlohmann::json::parse(std::ifstream(s.dir / "final.json"))["final_val_loss"];
+    return result;
+  }
+  run_dir::MetricsLog metrics(s.dir / "metrics.jsonl", s.state.step);
+  signals::StopRequestScope stop_scope;
+  const int64_t tokens_per_step = cfg.effective_tokens_per_step();
+  const auto keep = log_spaced_steps(cfg.checkpoint);
+  const int64_t first_step = s.state.step;
+  double last_val = std::numeric_limits<double>::quiet_NaN();
+  spdlog::info("train: steps {}..{} of {}, {} tokens/step ({} micro-batches of {}x{}), out {}", first_step + 1, total,
+               total, tokens_per_step, cfg.grad_accum_steps(), cfg.train.batch_size, cfg.train.seq_len, s.dir.string());
+
+  for (int64_t step = first_step; step < total; ++step) {
+    const auto t0 = Clock::now();
+    const double data_before = s.time.data;
+    const auto [loss, grad_norm] = train_step(s, step);
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    s.time.compute += dt - (s.time.data - data_before);
+    s.state.step = step + 1;
+    s.state.tokens_seen += tokens_per_step;
+    s.state.data_position = s.state.step;
+    const bool last = s.state.step == total;
+    nlohmann::json line = {{"step", s.state.step},
+                           {"tokens", s.state.tokens_seen},
+                           {"train_loss", loss},
+                           {"val_loss", nullptr},
+                           {"lr", learning_rate(cfg.optim, step, total)},
+                           {"grad_norm", grad_norm},
+                           {"tokens_per_s", tokens_per_step / dt},
+                           {"elapsed_s", s.elapsed()}};
+    if (s.peak > 0) line["mfu"] = flops_per_token(cfg) * tokens_per_step / dt / s.peak;
+    s.state.val_loss = std::numeric_limits<double>::quiet_NaN();
+    if (s.state.step % cfg.eval.every == 0 || last) {
+      const auto t_eval = Clock::now();
+      last_val = evaluate(*s.model, *s.val, cfg.train.batch_size, s.device, s.autocast);
+      s.time.eval += std::chrono::duration<double>(Clock::now() - t_eval).count();
+      s.state.val_loss = last_val;
+      s.state.best_val_loss = std::min(s.state.best_val_loss, last_val);
+      line["val_loss"] = last_val;
+    }
+    const auto t_log = Clock::now();
+    metrics.append(line);
+    if (s.state.step % cfg.train.log_every == 0 || last || s.state.step == first_step + 1) {
+      const double eta = (total - s.state.step) * dt;
+      spdlog::info("step {:>6}/{} | loss {:.4f}{} | lr {:.2e} | {:.0f} tok/s{} | ETA {}", s.state.step, total, loss,
+                   std::isnan(s.state.val_loss) ? "" : fmt::format(" | val {:.4f}", s.state.val_loss),
+                   line["lr"].get<double>(), tokens_per_step / dt,
+                   line.contains("mfu") ? fmt::format(" | MFU {:.1f}%", 100 * line["mfu"].get<double>()) : "",
+                   format_duration(eta));
+    }
+    s.time.log += std::chrono::duration<double>(Clock::now() - t_log).count();
+    const int stop_signal = signals::stop_requested();
+    const bool stop = stop_signal != 0 ||
+                      (options.stop_after_steps > 0 && s.state.step - first_step >= options.stop_after_steps);
+    if (last || stop || s.state.step % cfg.checkpoint.every == 0 || keep.count(s.state.step)) {
+      const auto t_ckpt = Clock::now();
+      save(s);
+      s.time.checkpoint += std::chrono::duration<double>(Clock::now() - t_ckpt).count();
+    }
+    if (stop && !last) {
+      spdlog::info("stopped at step {}{}; checkpoint saved, resume with the same command", s.state.step,
+                   stop_signal ? fmt::format(" (signal {})", stop_signal) : "");
+      return {TrainStatus::interrupted, s.state.step, 0.0, s.dir, stop_signal};
+    }
+  }
+  if (std::isnan(last_val)) last_val = evaluate(*s.model, *s.val, cfg.train.batch_size, s.device, s.autocast);
+  write_final(s, last_val);
+  spdlog::info("done: {} steps, final val loss {:.4f} nats/token, {}", s.state.step, last_val,
+               format_duration(s.elapsed()));
+  result.step = s.state.step;
+  result.final_val_loss = last_val;
+  return result;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,185 @@
+// End to end: tiny training runs on hand-made shards. Exact resume, refusals, corrupt checkpoints,
+// NaN loss, falling validation loss.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "attnlab/checkpoint.h"
+#include "attnlab/shards.h"
+#include "attnlab/trainer.h"
+
+namespace attnlab {
+namespace {
+
+namespace fs = std::filesystem;
+
+// llm.c shard: 256 int32 header (magic, version, count) then uint16 tokens.
+void write_shard(const fs::path& path, const std::vector<uint16_t>& tokens) {
+  std::vector<int32_t> header(256, 0);
+  header[0] = 20240520, header[1] = 1, header[2] = static_cast<int32_t>(tokens.size());
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(header.data()), header.size() * 4);
+  out.write(reinterpret_cast<const char*>(tokens.data()), tokens.size() * 2);
+}
+
+// A learnable stream: short repeating phrases with noise, so the loss falls within a few steps.
+std::vector<uint16_t> patterned_tokens(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint16_t> out;
+  while (out.size() < n) {
+    const uint16_t start = rng() % 48;
+    for (uint16_t t = 0; t < 8 && out.size() < n; ++t) out.push_back((start + 3 * t) % 64);
+  }
+  return out;
+}
+
+class TrainTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("attnlab_e2e_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "data");
+    write_shard(dir_ / "data/toy_val_000000.bin", patterned_tokens(4096, 1));
+    write_shard(dir_ / "data/toy_train_000001.bin", patterned_tokens(40000, 2));
+    std::ofstream(dir_ / "run.yaml") << "model: {arm: combo2, n_layer: 1, n_head: 2, d_model: 32, block_size: 32, vocab_size: 64}\n"
+                                        "data: {train: '" << (dir_ / "data/*_train_*.bin").string() << "', val: '"
+                                     << (dir_ / "data/*_val_*.bin").string() << "', val_tokens: 1024}\n"
+                                        "train: {batch_size: 4, seq_len: 16, tokens_per_step: 128, max_steps: 12, threads: 1}\n"
+                                        "optim: {lr: 0.01, warmup_steps: 2}\n"
+                                        "eval: {every: 4}\ncheckpoint: {every: 3, keep_last: 2}\n";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  RunConfig config(const std::string& out, std::vector<std::string> sets = {}) {
+    sets.push_back("out_dir=" + (dir_ / out).string());
+    return load_run_config(dir_ / "run.yaml", sets);
+  }
+  static std::vector<nlohmann::json> metrics(const fs::path& run) {
+    std::vector<nlohmann::json> lines;
+    std::ifstream in(run / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+    return lines;
+  }
+  template <class E>
+  static std::string error_of(const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const E& e) {
+      return e.what();
+    }
+    return "no error";
+  }
+  fs::path dir_;
+};
+
+TEST_F(TrainTest, InterruptedRunResumesBitIdentically) {
+  const auto straight = train(config("a"));
+  ASSERT_EQ(straight.status, TrainStatus::finished);
+
+  TrainOptions stop;
+  stop.stop_after_steps = 5;  // not a checkpoint multiple: the stop itself saves
+  ASSERT_EQ(train(config("b"), stop).status, TrainStatus::interrupted);
+  const auto resumed = train(config("b"));
+  ASSERT_EQ(resumed.status, TrainStatus::finished);
+
+  const auto a = metrics(dir_ / "a"), b = metrics(dir_ / "b");
+  ASSERT_EQ(a.size(), 12u);
+  ASSERT_EQ(b.size(), 12u);  // each step logged once
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i]["step"], b[i]["step"]);
+    EXPECT_EQ(a[i]["train_loss"].get<double>(), b[i]["train_loss"].get<double>()) << "step " << i + 1;
+    EXPECT_EQ(a[i]["grad_norm"].get<double>(), b[i]["grad_norm"].get<double>()) << "step " << i + 1;
+  }
+  EXPECT_EQ(straight.final_val_loss, resumed.final_val_loss);
+  const auto wa = load_model(dir_ / "a"), wb = load_model(dir_ / "b");
+  for (const auto& item : wa.model->named_parameters())
+    EXPECT_TRUE(torch::equal(item.value(), wb.model->named_parameters()[item.key()])) << item.key();
+  // final.json records what the run did.
+  const auto final_json = nlohmann::json::parse(std::ifstream(dir_ / "b/final.json"));
+  EXPECT_EQ(final_json["steps"], 12);
+  EXPECT_EQ(final_json["tokens_seen"], 12 * 128);
+  EXPECT_EQ(final_json["arm"], "combo2");
+  EXPECT_EQ(final_json["final_val_loss"].get<double>(), resumed.final_val_loss);
+}
+
+TEST_F(TrainTest, ValidationLossFalls) {
+  train(config("a", {"train.max_steps=24"}));
+  std::vector<double> val;
+  for (const auto& line : metrics(dir_ / "a"))
+    if (!line["val_loss"].is_null()) val.push_back(line["val_loss"]);
+  ASSERT_GE(val.size(), 3u);
+  EXPECT_LT(val.back(), val.front() - 0.3) << "nats/token";
+  EXPECT_LT(val.front(), std::log(64.0) + 0.1);  // starts near uniform over the vocabulary
+}
+
+TEST_F(TrainTest, ResumeWithADifferentConfigIsRefusedListingKeys) {
+  TrainOptions stop;
+  stop.stop_after_steps = 3;
+  train(config("a"), stop);
+  const auto msg = error_of<TrainError>([&] { train(config("a", {"optim.lr=0.02", "seed=9"})); });
+  EXPECT_NE(msg.find("optim.lr"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("seed"), std::string::npos) << msg;
+  EXPECT_NE(msg.find((dir_ / "a").string()), std::string::npos) << msg;
+  // The step budget may change: the run continues to the new budget.
+  EXPECT_EQ(train(config("a", {"train.max_steps=6"})).step, 6);
+}
+
+TEST_F(TrainTest, ForeignDirectoryIsRefusedAndLeftUntouched) {
+  fs::create_directories(dir_ / "notarun");
+  std::ofstream(dir_ / "notarun/precious.txt") << "keep me";
+  const auto msg = error_of<TrainError>([&] { train(config("notarun")); });
+  EXPECT_NE(msg.find("notarun"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("no config.yaml"), std::string::npos) << msg;
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_ / "notarun"), fs::directory_iterator()), 1);
+}
+
+TEST_F(TrainTest, CorruptNewestCheckpointFallsBackToThePreviousOne) {
+  TrainOptions stop;
+  stop.stop_after_steps = 6;  // checkpoints at 3 and 6
+  train(config("a"), stop);
+  const auto ckpts = list_checkpoints(dir_ / "a");
+  ASSERT_EQ(ckpts.back().step, 6);
+  fs::resize_file(ckpts.back().dir / "model.safetensors", 100);  // truncate the newest
+  const auto resumed = train(config("a"));
+  EXPECT_EQ(resumed.status, TrainStatus::finished);
+  const auto lines = metrics(dir_ / "a");
+  ASSERT_EQ(lines.size(), 12u);  // steps 4..6 were dropped from the log and redone
+  const auto straight = train(config("ref"));
+  EXPECT_EQ(straight.final_val_loss, resumed.final_val_loss);
+}
+
+TEST_F(TrainTest, NonFiniteLossStopsAndKeepsTheLastGoodCheckpoint) {
+  const auto msg = error_of<TrainError>([&] {
+    train(config("a", {"optim.lr=1e30", "optim.warmup_steps=0", "optim.grad_clip=0", "checkpoint.every=1"}));
+  });
+  EXPECT_NE(msg.find("non-finite training loss at step"), std::string::npos) << msg;
+  const auto ckpts = list_checkpoints(dir_ / "a");
+  ASSERT_FALSE(ckpts.empty());
+  EXPECT_NO_THROW(load_checkpoint(ckpts.back().dir));
+}
+
+TEST_F(TrainTest, MissingShardsNameThePattern) {
+  const auto msg = error_of<DataError>([&] { train(config("a", {"data.train=" + (dir_ / "nothing_*.bin").string()})); });
+  EXPECT_NE(msg.find("nothing_*.bin"), std::string::npos) << msg;
+}
+
+TEST_F(TrainTest, BranchRunStartsFromTheCheckpointAndRecordsItsParent) {
+  TrainOptions stop;
+  stop.stop_after_steps = 6;
+  train(config("a"), stop);
+  TrainOptions branch;
+  branch.branch_from = dir_ / "a";
+  const auto result = train(config("b", {"optim.weight_decay=0"}), branch);
+  EXPECT_EQ(result.status, TrainStatus::finished);
+  EXPECT_EQ(metrics(dir_ / "b").front()["step"], 7);
+  const auto final_json = nlohmann::json::parse(std::ifstream(dir_ / "b/final.json"));
+  EXPECT_EQ(final_json["parent"]["step"], 6);
+}
+
+}  // namespace
+}  // namespace attnlab

@@ -82,6 +82,11 @@ TokenizerInfo read_tokenizer_info(const std::string& dir);
 /// (or, when assumed, saying that GPT-2 was assumed for lack of tokenizer.json).
 void check_vocab(const TokenizerInfo& info, int64_t model_vocab_size);
 
+/// The tokenizer of the shards `pattern` matches (the tokenizer.json of each matched directory; they
+/// must agree), without opening the shards, so a trainer can take the model's vocab_size from the
+/// data. Throws DataError naming the pattern when it matches nothing, or the files when they differ.
+TokenizerInfo tokenizer_for_pattern(const std::string& pattern);
+
 /// Every shard a glob(3) pattern matches, sorted by path, read as one concatenated token stream.
 /// Thread-safe to read from once opened (the mappings are read-only). Move-only.
 class ShardSet {

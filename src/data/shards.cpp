@@ -159,6 +159,8 @@ void Shard::unmap() noexcept {
   map_ = nullptr;
 }
 
+TokenizerInfo tokenizer_for_pattern(const std::string& pattern) { return tokenizer_of(expand_glob(pattern)); }
+
 ShardSet ShardSet::open(const std::string& pattern, int64_t model_vocab_size) {
   const auto paths = expand_glob(pattern);
   ShardSet set;

@@ -169,6 +169,7 @@ TEST(Tokenizer, ReadsTokenizerJsonAndChecksVocab) {
                  R"({"tokenizer": "sentencepiece", "vocab_size": 4096, "model": "tokenizer.model",
                      "source": "python3.11-doc", "eot": 1})");
   dir.write_shard("p_val_000000.bin", {{1, 4095}});
+  EXPECT_EQ(tokenizer_for_pattern(dir.file("p_val_*.bin")).vocab_size, 4096);  // before any model exists
   const auto set = ShardSet::open(dir.file("p_val_*.bin"), 4096);
   const auto& info = set.tokenizer();
   EXPECT_FALSE(info.assumed);

@@ -260,11 +260,20 @@ def write_tokenizer_json(out_dir: str, tok: Tokenizer, source: str, extra: dict)
     os.replace(path + ".tmp", path)
 
 
+def sentencepiece_available() -> bool:
+    try:
+        import sentencepiece  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def choose_text_tokenizer(args, train_texts: list[str]) -> Tokenizer:
     have_gpt2_files = bool(args.gpt2_tiktoken or args.gpt2_encoder)
     kind = args.tokenizer
     if kind == "auto":
-        kind = "gpt2" if have_gpt2_files else "sentencepiece"
+        kind = "gpt2" if have_gpt2_files else "sentencepiece" if sentencepiece_available() else "bytes"
+        print(f"prepare_data: tokenizer {kind}", file=sys.stderr)
     if kind == "gpt2":
         if not have_gpt2_files and os.path.isfile(DEFAULT_GPT2_TIKTOKEN):
             args.gpt2_tiktoken = DEFAULT_GPT2_TIKTOKEN  # fetched by scripts/setup.sh
@@ -360,7 +369,8 @@ def parser() -> argparse.ArgumentParser:
     tx.add_argument("--out", required=True, help="output directory")
     tx.add_argument("--name", help="shard name prefix (default: the output directory's name)")
     tx.add_argument("--tokenizer", choices=["auto", "gpt2", "sentencepiece", "bytes"], default="auto",
-                    help="auto: gpt2 when its vocabulary files are given, else sentencepiece")
+                    help="auto: gpt2 when its vocabulary files are given, else sentencepiece, "
+                         "else bytes (when sentencepiece is not installed)")
     tx.add_argument("--vocab-size", type=int, default=4096, help="SentencePiece vocabulary size")
     tx.add_argument("--gpt2-tiktoken", help="GPT-2 BPE as a .tiktoken file")
     tx.add_argument("--gpt2-encoder", help="GPT-2 encoder.json (with --gpt2-vocab)")

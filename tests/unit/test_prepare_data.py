@@ -58,6 +58,31 @@ def run_text(tmp, inputs, *extra):
     return out, read_json(os.path.join(out, "tokenizer.json"))
 
 
+def gpt2_byte_chars():
+    """GPT-2's printable stand-in for each byte in encoder.json/vocab.bpe: printable Latin-1 bytes
+    stand for themselves, the other 68 take the code points 256, 257, ... in byte order."""
+    kept = [b for b in range(256) if 33 <= b <= 126 or 161 <= b <= 172 or 174 <= b <= 255]
+    others = [b for b in range(256) if b not in kept]
+    return {**{b: chr(b) for b in kept}, **{b: chr(256 + i) for i, b in enumerate(others)}}
+
+
+def write_data_gym_files(ranks, out_dir):
+    """encoder.json and vocab.bpe that give `ranks`. tiktoken only concatenates each merge's two
+    halves, so any split point of a token reproduces its rank."""
+    chars = gpt2_byte_chars()
+    text = {token: "".join(chars[b] for b in token) for token in ranks}
+    encoder = {text[t]: r for t, r in ranks.items()}
+    encoder["<|endoftext|>"] = pd.GPT2_EOT
+    merges = [f"{text[t][:1]} {text[t][1:]}" for t, _ in sorted(ranks.items(), key=lambda kv: kv[1])
+              if len(t) > 1]
+    paths = os.path.join(out_dir, "encoder.json"), os.path.join(out_dir, "vocab.bpe")
+    with open(paths[0], "w", encoding="utf-8") as f:
+        json.dump(encoder, f)
+    with open(paths[1], "w", encoding="utf-8") as f:
+        f.write("#version: 0.2\n" + "\n".join(merges) + "\n")
+    return paths
+
+
 class ShardFormat(unittest.TestCase):
     def test_header_and_tokens_match_llmc_layout(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -103,6 +128,15 @@ class KnownIds(unittest.TestCase):
         self.assertEqual(tok.encode("The quick brown fox jumps over the lazy dog."),
                          [464, 2068, 7586, 21831, 18045, 625, 262, 16931, 3290, 13])
         self.assertEqual((tok.vocab_size, tok.eot), (50257, 50256))
+
+    @unittest.skipUnless(HAVE_GPT2, NO_GPT2)
+    def test_gpt2_from_encoder_json_and_vocab_bpe(self):
+        """The other route to GPT-2 BPE: OpenAI's encoder.json + vocab.bpe, made here from the ranks."""
+        ranks = pd.gpt2_ranks(pd.DEFAULT_GPT2_TIKTOKEN, None, None)
+        with tempfile.TemporaryDirectory() as tmp:
+            encoder, vocab = write_data_gym_files(ranks, tmp)
+            tok = pd.gpt2_tokenizer(pd.gpt2_ranks(None, encoder, vocab))
+            self.assertEqual(tok.encode("Hello world"), [15496, 995])
 
     @unittest.skipUnless(HAVE_GPT2, NO_GPT2)
     def test_gpt2_shards_hold_known_ids(self):

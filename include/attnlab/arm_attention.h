@@ -4,6 +4,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <string>
+
 #include "attnlab/arm.h"
 #include "attnlab/attention.h"
 
@@ -26,20 +28,39 @@ struct PreparedKeys {
   at::Tensor read_norm;     ///< [B, H, T] ||v_j|| of the ungated read, only when asked for
 };
 
-/// Which implementation computes the shared form. Only `reference` exists in the foundation; the
-/// fused kernels of kernels/ plug in here.
+/// Which implementation computes the shared form (config key `attention.backend`, issue 5):
+///  - reference: the composed ops of attention.h / gates.h; any device and dtype; the only one that
+///    returns probabilities; memory O(T^2).
+///  - fused: the tiled kernels (fused_attention.h, fused_gate.h); memory O(T); CPU always, CUDA when
+///    the build has the kernels; never returns probabilities (asking throws).
+///  - sdpa: at::scaled_dot_product_attention; only arms whose attention is the plain causal softmax
+///    (baseline, and sink_token, whose extra token lives outside attention); o only, lse undefined.
+///  - automatic: fused on CPU; on CUDA the reference until a GPU parity run of the fused kernels is
+///    recorded in docs/benchmarks.md (logged once); the reference whenever probabilities are asked for.
 enum class AttentionBackend { reference, fused, sdpa, automatic };
 
+/// "auto" | "fused" | "reference" | "sdpa"; throws std::invalid_argument naming the valid values.
+AttentionBackend parse_attention_backend(const std::string& name);
+std::string to_string(AttentionBackend backend);
+
+/// The backend that runs for tensors on `device` (resolves automatic as described above).
+AttentionBackend resolve_backend(AttentionBackend requested, const at::Device& device, bool return_probs = false);
+
 /// Gate and route the keys of one layer. k, v: [B, H, T, d]. `with_read_norms` also fills read_norm.
+/// With a backend resolving to fused, the gate is the fused gate kernel (fused_gate.h); the values
+/// agree with the composed gate up to round-off.
 PreparedKeys prepare_keys(const ArmSpec& arm, const ArmLayerParams& params, const at::Tensor& k,
-                          const at::Tensor& v, bool with_read_norms = false);
+                          const at::Tensor& v, bool with_read_norms = false,
+                          AttentionBackend backend = AttentionBackend::reference);
 
 /// b_h as the attention call wants it: the learned [H] tensor, zeros [H] for off_by_one, or undefined.
 at::Tensor effective_sink_logit(const ArmSpec& arm, const ArmLayerParams& params, int64_t n_head,
                                 const at::TensorOptions& options);
 
 /// Causal attention of queries q [B, H, Tq, d] over prepared keys (Tk >= Tq; queries are the last Tq
-/// positions). Returns o [B, H, Tq, d], lse [B, H, Tq] and, when asked, probs [B, H, Tq, Tk].
+/// positions). Returns o [B, H, Tq, d], lse [B, H, Tq] (undefined for sdpa) and, when asked, probs
+/// [B, H, Tq, Tk]. Throws std::invalid_argument when the backend cannot serve the request: probs from
+/// fused or sdpa, or sdpa for an arm with a sink or gate (the message names the arm).
 AttentionResult arm_attention(const ArmSpec& arm, const ArmLayerParams& params, const at::Tensor& q,
                               const PreparedKeys& keys, bool return_probs = false,
                               AttentionBackend backend = AttentionBackend::reference);

@@ -29,7 +29,7 @@ at::Tensor CausalSelfAttentionImpl::forward(const at::Tensor& x, int64_t layer,
   if (hooks && hooks->edit_values) v = hooks->edit_values(layer, v);
 
   const auto params = arm_params();
-  PreparedKeys keys = prepare_keys(arm_, params, k, v, hooks && hooks->read_norms);
+  PreparedKeys keys = prepare_keys(arm_, params, k, v, hooks && hooks->read_norms, backend);
   if (cache) {
     if (cache->k.defined()) {
       auto cat = [](const at::Tensor& a, const at::Tensor& b) { return a.defined() ? at::cat({a, b}, 2) : b; };
@@ -43,7 +43,9 @@ at::Tensor CausalSelfAttentionImpl::forward(const at::Tensor& x, int64_t layer,
   const bool want_probs = hooks && hooks->return_probs;
   auto att = arm_attention(arm_, params, q, keys, want_probs, backend);
   if (hooks && hooks->on_attention) {
-    auto sink = effective_sink_logit(arm_, params, n_head_, att.lse.options());
+    // Options from q, not lse: the sdpa backend leaves lse undefined.
+    auto sink = effective_sink_logit(arm_, params, n_head_,
+                                     q.options().dtype(q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat));
     hooks->on_attention(LayerTrace{layer, q, keys, att, sink});
   }
   auto y = att.o.transpose(1, 2).contiguous().view({B, T, d_model_});  // (B, T, C)

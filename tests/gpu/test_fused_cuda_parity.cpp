@@ -1,0 +1,174 @@
+// The fused CUDA kernels against the reference (issue 5, label gpu): every in-attention arm, forward
+// and backward, float32 / bfloat16 / float16, head dims 64 and 128, odd lengths, T = 1, decode, sink
+// logits of +-100, fully masked rows, and the whole model. Skipped, with the reason, where no CUDA
+// device exists or the build has no CUDA kernels.
+//
+// Tolerance rule (flash-attention's): against a float64 CPU reference on the same rounded inputs, the
+// fused error may be at most twice the error of the composed-op reference run on the GPU in the same
+// low precision, plus a floor for when both are tiny (normalised errors, parity_helpers.h): floor
+// 1e-5 for float32, 2e-3 for float16 / bfloat16 (a few ulp of bf16's 8-bit mantissa).
+#include <gtest/gtest.h>
+
+#include <torch/cuda.h>
+
+#include <tuple>
+
+#include "attnlab/fused_attention.h"
+#include "attnlab/init.h"
+#include "attnlab/model.h"
+#include "parity/arm_runner.h"
+#include "parity/parity_helpers.h"
+
+namespace attnlab {
+namespace {
+
+#define SKIP_WITHOUT_FUSED_CUDA()                                                                        \
+  do {                                                                                                  \
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device (torch::cuda::is_available() is false)"; \
+    if (!fused_cuda_compiled())                                                                         \
+      GTEST_SKIP() << "this build has no CUDA kernels (nvcc not found at configure time, or ATTNLAB_CUDA=OFF)"; \
+  } while (0)
+
+double floor_for(at::ScalarType dtype) { return dtype == at::kFloat ? 1e-5 : 2e-3; }
+
+std::string dtype_name(at::ScalarType t) {
+  return t == at::kFloat ? "f32" : t == at::kBFloat16 ? "bf16" : "f16";
+}
+
+/// `t` rounded to the precision the GPU side sees (inputs in dtype, parameters in float32).
+at::Tensor rounded(const at::Tensor& t, at::ScalarType type) { return t.to(type).to(at::kDouble); }
+
+parity::ArmLeaves rounded(const parity::ArmLeaves& s, at::ScalarType dtype) {
+  return {rounded(s.q, dtype), rounded(s.k, dtype), rounded(s.v, dtype), rounded(s.b, at::kFloat),
+          rounded(s.tau, at::kFloat), rounded(s.w, at::kFloat), rounded(s.c, at::kFloat)};
+}
+
+/// The rule above, for one tensor: err(fused) <= 2 err(reference in low precision) + floor.
+void expect_within_rule(const at::Tensor& fused, const at::Tensor& low, const at::Tensor& exact, double floor,
+                        const std::string& what) {
+  ASSERT_EQ(fused.defined(), exact.defined()) << what;
+  if (!exact.defined()) return;
+  const double err = parity::normalised_error(fused, exact), ref_err = parity::normalised_error(low, exact);
+  EXPECT_LE(err, 2 * ref_err + floor) << what << ": fused error " << err << ", reference error " << ref_err;
+}
+
+void expect_run_within_rule(const parity::ArmRun& f, const parity::ArmRun& l, const parity::ArmRun& e, double floor,
+                            const std::string& what) {
+  expect_within_rule(f.o, l.o, e.o, floor, what + " o");
+  expect_within_rule(f.lse, l.lse, e.lse, floor, what + " lse");
+  expect_within_rule(f.dq, l.dq, e.dq, floor, what + " dq");
+  expect_within_rule(f.dk, l.dk, e.dk, floor, what + " dk");
+  expect_within_rule(f.dv, l.dv, e.dv, floor, what + " dv");
+  expect_within_rule(f.db, l.db, e.db, floor, what + " d b_h");
+  expect_within_rule(f.dtau, l.dtau, e.dtau, floor, what + " d tau");
+  expect_within_rule(f.dw, l.dw, e.dw, floor, what + " d w");
+  expect_within_rule(f.dc, l.dc, e.dc, floor, what + " d c");
+}
+
+class CudaArmParity : public ::testing::TestWithParam<std::tuple<std::string, at::ScalarType>> {};
+
+TEST_P(CudaArmParity, FusedWithinTwiceTheReferenceError) {
+  SKIP_WITHOUT_FUSED_CUDA();
+  const auto& [name, dtype] = GetParam();
+  const auto arm = parity::arm_named(name);
+  for (int64_t d : {64, 128}) {
+    for (int64_t T : {1, 7, 100, 257}) {
+      const auto values = rounded(parity::arm_values(77 + T, 2, 2, T, d), dtype);
+      const auto exact = parity::run_arm(arm, parity::as_leaves(values, at::kCPU, at::kDouble),
+                                         AttentionBackend::reference);
+      const auto low = parity::run_arm(arm, parity::as_leaves(values, at::kCUDA, dtype), AttentionBackend::reference);
+      const auto fused = parity::run_arm(arm, parity::as_leaves(values, at::kCUDA, dtype), AttentionBackend::fused);
+      expect_run_within_rule(fused, low, exact, floor_for(dtype),
+                             name + " " + dtype_name(dtype) + " d=" + std::to_string(d) + " T=" + std::to_string(T));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllArms, CudaArmParity,
+                         ::testing::Combine(::testing::ValuesIn(parity::in_attention_arm_names()),
+                                            ::testing::Values(at::kFloat, at::kBFloat16, at::kHalf)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + dtype_name(std::get<1>(info.param));
+                         });
+
+/// One kernel-level case on CUDA (no lse in the loss: the CUDA backward takes no lse gradient).
+void check_kernel_case(parity::Case c, const std::string& what) {
+  const auto dtype = c.dtype;
+  c.dtype = at::kDouble;
+  auto exact_leaves = parity::make_leaves(c);
+  auto on = [&](const at::Device& device, at::ScalarType type) {
+    parity::Leaves l;
+    auto leaf = [&](const at::Tensor& t, at::ScalarType ty) {
+      return t.defined() ? t.detach().to(device, ty).requires_grad_(true) : t;
+    };
+    l.q = leaf(exact_leaves.q, type), l.k = leaf(exact_leaves.k, type), l.v = leaf(exact_leaves.v, type);
+    l.bias = leaf(exact_leaves.bias, at::kFloat), l.sink = leaf(exact_leaves.sink, at::kFloat);
+    l.mask = exact_leaves.mask.defined() ? exact_leaves.mask.to(device) : at::Tensor();
+    return l;
+  };
+  const auto cpu64 = on(at::kCPU, dtype);  // rounded through dtype, then compared in double
+  parity::Leaves exact;
+  auto back = [](const at::Tensor& t) { return t.defined() ? t.detach().to(at::kDouble).requires_grad_(true) : t; };
+  exact.q = back(cpu64.q), exact.k = back(cpu64.k), exact.v = back(cpu64.v), exact.bias = back(cpu64.bias);
+  exact.sink = back(cpu64.sink), exact.mask = cpu64.mask;
+  const auto e = parity::run_attention(exact, false, {}, false);
+  const auto lo = parity::run_attention(on(at::kCUDA, dtype), false, {}, false);
+  const auto f = parity::run_attention(on(at::kCUDA, dtype), true, {}, false);
+  const double fl = floor_for(dtype);
+  expect_within_rule(f.o, lo.o, e.o, fl, what + " o");
+  expect_within_rule(f.lse, lo.lse, e.lse, fl, what + " lse");
+  expect_within_rule(f.dq, lo.dq, e.dq, fl, what + " dq");
+  expect_within_rule(f.dk, lo.dk, e.dk, fl, what + " dk");
+  expect_within_rule(f.dv, lo.dv, e.dv, fl, what + " dv");
+  expect_within_rule(f.dbias, lo.dbias, e.dbias, fl, what + " d routing_bias");
+  expect_within_rule(f.dsink, lo.dsink, e.dsink, fl, what + " d b_h");
+}
+
+TEST(CudaFusedAttention, SinkExtremesMaskedRowsAndDecode) {
+  SKIP_WITHOUT_FUSED_CUDA();
+  for (auto dtype : {at::kFloat, at::kBFloat16}) {
+    for (double b : {100.0, -100.0}) {
+      parity::Case c;
+      c.Tq = c.Tk = 65, c.d = 64, c.dtype = dtype, c.sink = true, c.sink_value = b;
+      check_kernel_case(c, "b_h=" + std::to_string(b) + " " + dtype_name(dtype));
+    }
+    for (bool sink : {true, false}) {
+      parity::Case c;
+      c.Tq = c.Tk = 70, c.d = 64, c.dtype = dtype, c.sink = sink, c.mask = true, c.bias = true;
+      check_kernel_case(c, std::string("masked rows, sink=") + (sink ? "yes " : "no ") + dtype_name(dtype));
+    }
+    for (int64_t tq : {1, 9}) {
+      parity::Case c;
+      c.Tq = tq, c.Tk = 130, c.d = 128, c.dtype = dtype, c.sink = true, c.bias = true;
+      check_kernel_case(c, "decode Tq=" + std::to_string(tq) + " " + dtype_name(dtype));
+    }
+  }
+}
+
+// Whole model, float32 on the GPU: fused and reference backends give the same logits and gradients
+// (1e-4 normalised: two layers of float32 attention with different summation orders).
+TEST(CudaFusedModel, EveryArmMatchesReferenceBackend) {
+  SKIP_WITHOUT_FUSED_CUDA();
+  for (const auto& arm : all_arms()) {
+    ModelConfig cfg;
+    cfg.arm = arm.name, cfg.n_layer = 2, cfg.n_head = 2, cfg.d_model = 128, cfg.block_size = 80, cfg.vocab_size = 64;
+    GPT model(cfg);
+    init_parameters(*model, 3);
+    model->to(at::kCUDA);
+    auto idx = at::randint(0, 64, {2, 77}, at::TensorOptions().dtype(at::kLong)).to(at::kCUDA);
+    auto run = [&](AttentionBackend backend) {
+      model->zero_grad();
+      model->set_attention_backend(backend);
+      auto logits = model->forward(idx);
+      lm_loss(logits, idx).backward();
+      std::vector<at::Tensor> out{logits.detach()};
+      for (const auto& p : model->parameters()) out.push_back(p.grad().clone());
+      return out;
+    };
+    const auto want = run(AttentionBackend::reference), got = run(AttentionBackend::fused);
+    for (size_t i = 0; i < got.size(); ++i) parity::expect_close(got[i], want[i], 1e-4, arm.name + " #" + std::to_string(i));
+  }
+}
+
+}  // namespace
+}  // namespace attnlab

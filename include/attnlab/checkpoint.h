@@ -1,0 +1,155 @@
+// Checkpoints of a training run (issue 3; layout and formats in docs/checkpoints.md):
+//
+//   <run_dir>/checkpoints/step_000100/
+//     model.safetensors      weights, named as GPTImpl::named_parameters() ("wte.weight", ...)
+//     optimizer.safetensors  AdamW state per parameter: "exp_avg.<name>", "exp_avg_sq.<name>",
+//                            "step.<name>" (I64 scalar), "max_exp_avg_sq.<name>" (amsgrad only)
+//     state.json             step, tokens, data position, losses, RNG states, resolved config,
+//                            git revision, format version, SHA-256 of both tensor files
+//
+// A checkpoint appears under its final name only once every file is durable (written into a
+// hidden sibling, fsynced, renamed), so a crash never leaves half a checkpoint there. Loading
+// verifies the checksums; load_latest() skips a corrupt checkpoint, saying so, and falls back to
+// the previous good one. restore() makes training continue bit-identically (tested on CPU).
+//
+// One writer per run directory: save_checkpoint() removes hidden leftovers of crashed writes.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/optim/adamw.h>
+
+#include "attnlab/checkpoint_error.h"
+#include "attnlab/model.h"
+#include "attnlab/safetensors.h"
+
+namespace attnlab {
+
+/// Version of the layout above, written as state.json's "format_version"; a reader refuses others.
+inline constexpr int64_t kCheckpointFormatVersion = 1;
+
+/// The bytes at::Generator::get_state() gives for every global generator.
+struct RngStates {
+  std::vector<uint8_t> cpu;                ///< the default CPU generator (mt19937 state)
+  std::vector<std::vector<uint8_t>> cuda;  ///< the default generator of CUDA device i; empty without CUDA
+};
+
+/// The current state of the default CPU generator and, when CUDA is available, of each device's.
+RngStates capture_rng_states();
+/// Sets the generators captured above. A CUDA state is skipped (with a warning) when its device is
+/// absent. Throws CheckpointError naming `origin` when a state has the wrong size for its generator.
+void restore_rng_states(const RngStates& states, const std::filesystem::path& origin);
+
+/// What the trainer knows beyond the weights and the optimizer.
+struct TrainState {
+  int64_t step = 0;           ///< optimizer steps completed
+  int64_t tokens_seen = 0;    ///< training tokens consumed
+  int64_t data_position = 0;  ///< the sampler's position; today it equals `step` (batches are a
+                              ///< pure function of (seed, step)), stored apart so that may change
+  double val_loss = std::numeric_limits<double>::quiet_NaN();  ///< nats/token at this step; NaN = not evaluated
+  double best_val_loss = std::numeric_limits<double>::infinity();  ///< lowest so far; +inf = none yet
+  nlohmann::json config = nlohmann::json::object();  ///< the run's resolved configuration
+  nlohmann::json extra = nlohmann::json::object();   ///< trainer-owned fields (e.g. a branch's parent)
+  /// Filled by load_checkpoint(); save_checkpoint() ignores these and writes attnlab::git_revision()
+  /// and capture_rng_states() of the moment of saving.
+  std::string git_revision;
+  RngStates rng;
+};
+
+/// Which checkpoints survive a save. The one just written is always among the last K.
+struct RetentionPolicy {
+  int64_t keep_last = 3;         ///< K >= 1 newest checkpoints
+  bool keep_best = true;         ///< also the one with the lowest finite val_loss (earliest on ties)
+  std::set<int64_t> keep_steps;  ///< also these steps (e.g. issue 7's log-spaced 1, 2, 4, ..., 512)
+  int64_t keep_every = 0;        ///< also every step divisible by this; 0 = off
+};
+
+struct CheckpointInfo {
+  int64_t step;
+  std::filesystem::path dir;
+};
+
+/// <run_dir>/checkpoints
+std::filesystem::path checkpoints_dir(const std::filesystem::path& run_dir);
+/// <run_dir>/checkpoints/step_<step, zero-padded to at least 6 digits>
+std::filesystem::path checkpoint_dir(const std::filesystem::path& run_dir, int64_t step);
+/// The run's checkpoints by ascending step, from directory names only (nothing is validated;
+/// hidden temporaries are ignored). Empty when there are none.
+std::vector<CheckpointInfo> list_checkpoints(const std::filesystem::path& run_dir);
+
+/// Writes checkpoint `state.step` of `model` and `opt` (the AdamW built on the model's parameter
+/// groups) atomically, replacing an existing checkpoint of the same step, then applies `policy`.
+/// Returns the checkpoint directory. Throws CheckpointError on I/O failure (nothing under the final
+/// name is then changed), std::invalid_argument for policy.keep_last < 1.
+std::filesystem::path save_checkpoint(const std::filesystem::path& run_dir, const GPTImpl& model,
+                                      const torch::optim::AdamW& opt, const TrainState& state,
+                                      const RetentionPolicy& policy = {});
+
+/// Deletes the run's checkpoints that `policy` does not keep, and never `just_saved`; returns their
+/// steps. A checkpoint whose state.json cannot be read counts as having no val_loss.
+/// save_checkpoint() calls this with the step it wrote (which need not be the newest: a corrupt
+/// later checkpoint may remain from before a fallback resume, until its step is saved again).
+std::vector<int64_t> apply_retention(const std::filesystem::path& run_dir, const RetentionPolicy& policy,
+                                     std::optional<int64_t> just_saved = std::nullopt);
+
+/// One checkpoint read into memory (CPU tensors).
+struct LoadedCheckpoint {
+  std::filesystem::path dir;
+  TrainState state;
+  ModelConfig model_config;  ///< builds a model these weights fit
+  TensorMap weights;         ///< by parameter name, dtype and shape as saved
+  TensorMap optimizer;       ///< "exp_avg.<name>", ...; empty when loaded without the optimizer
+  nlohmann::json optimizer_groups = nlohmann::json::array();  ///< per group: "params" (names),
+                                                              ///< "lr", "betas", "eps", "weight_decay", "amsgrad"
+};
+
+/// Reads and verifies (format version, sizes, SHA-256, safetensors structure) the checkpoint in
+/// `ckpt_dir`; without `with_optimizer` the optimizer file is neither read nor verified.
+/// Throws CheckpointError naming the bad file and what is wrong with it.
+LoadedCheckpoint load_checkpoint(const std::filesystem::path& ckpt_dir, bool with_optimizer = true);
+
+/// The newest checkpoint of the run that loads. Each one skipped is logged (spdlog warning) and, if
+/// `warnings` is given, appended to it, naming the checkpoint and why. std::nullopt when the run has
+/// no checkpoint; throws CheckpointError naming `run_dir` when it has some but none loads.
+std::optional<LoadedCheckpoint> load_latest(const std::filesystem::path& run_dir,
+                                            std::vector<std::string>* warnings = nullptr,
+                                            bool with_optimizer = true);
+
+/// Copies the weights into `model`'s parameters in place (same tensors, so an optimizer built on
+/// them stays valid). Throws CheckpointError when the model config, the parameter names or a shape
+/// differ from the checkpoint's.
+void restore_model(const LoadedCheckpoint& ckpt, GPTImpl& model);
+
+/// Recreates AdamW's per-parameter state (step, exp_avg, exp_avg_sq, max_exp_avg_sq) in `opt`,
+/// keyed as LibTorch keys it (the parameter's TensorImpl), on each parameter's device and dtype,
+/// and sets each group's learning rate (the schedule's position). Betas, eps and weight decay stay
+/// as `opt` was built, so a branch run may change them. Throws CheckpointError when the checkpoint
+/// has no optimizer state or its parameter groups differ from `opt`'s.
+void restore_optimizer(const LoadedCheckpoint& ckpt, const GPTImpl& model, torch::optim::AdamW& opt);
+
+/// restore_model + restore_optimizer + restore_rng_states: training then continues bit-identically.
+void restore(const LoadedCheckpoint& ckpt, GPTImpl& model, torch::optim::AdamW& opt);
+
+/// A model rebuilt from a checkpoint for evaluation.
+struct LoadedModel {
+  GPT model{nullptr};
+  ModelConfig model_config;
+  nlohmann::json config;  ///< the run's resolved configuration
+  int64_t step = 0;
+  std::filesystem::path source;  ///< the checkpoint directory or file actually read
+};
+
+/// `path` may be a run directory (its newest good checkpoint, as load_latest), a checkpoint
+/// directory, its state.json, or a model.safetensors file (which describes itself in its
+/// metadata, so it may be copied anywhere). The optimizer file is not read.
+/// Throws CheckpointError naming `path` when nothing there loads.
+LoadedModel load_model(const std::filesystem::path& path, std::vector<std::string>* warnings = nullptr);
+
+}  // namespace attnlab

@@ -1,0 +1,194 @@
+#include "checkpoint/state_json.h"
+
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+#include "attnlab/version.h"
+
+namespace attnlab::detail {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr const char* kFormatName = "attnlab-checkpoint";
+
+// ---- small codecs ---------------------------------------------------------------------------
+
+std::string to_hex(const std::vector<uint8_t>& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * bytes.size());
+  for (uint8_t b : bytes) {
+    out.push_back(digits[b >> 4]);
+    out.push_back(digits[b & 15]);
+  }
+  return out;
+}
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::vector<uint8_t> from_hex(const std::string& text, const fs::path& file) {
+  if (text.size() % 2 != 0) throw CheckpointError(file, "RNG state has an odd number of hex digits");
+  std::vector<uint8_t> out(text.size() / 2);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int hi = hex_digit(text[2 * i]), lo = hex_digit(text[2 * i + 1]);
+    if (hi < 0 || lo < 0) throw CheckpointError(file, "RNG state is not hex");
+    out[i] = static_cast<uint8_t>(hi * 16 + lo);
+  }
+  return out;
+}
+
+/// JSON has no NaN or infinity: they are written as null.
+json number_or_null(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buffer;
+}
+
+// ---- checked field access -------------------------------------------------------------------
+
+const json& field(const json& j, const std::string& key, const fs::path& file) {
+  if (!j.is_object() || !j.contains(key)) throw CheckpointError(file, "missing field '" + key + "'");
+  return j.at(key);
+}
+
+int64_t int_field(const json& j, const std::string& key, const fs::path& file) {
+  const json& v = field(j, key, file);
+  if (!v.is_number_integer()) throw CheckpointError(file, "field '" + key + "' is not an integer: " + v.dump());
+  return v.get<int64_t>();
+}
+
+std::string string_field(const json& j, const std::string& key, const fs::path& file) {
+  const json& v = field(j, key, file);
+  if (!v.is_string()) throw CheckpointError(file, "field '" + key + "' is not a string: " + v.dump());
+  return v.get<std::string>();
+}
+
+double loss_field(const json& j, const std::string& key, double if_null, const fs::path& file) {
+  const json& v = field(j, key, file);
+  if (v.is_null()) return if_null;
+  if (!v.is_number()) throw CheckpointError(file, "field '" + key + "' is not a number: " + v.dump());
+  return v.get<double>();
+}
+
+const json& object_field(const json& j, const std::string& key, const fs::path& file) {
+  const json& v = field(j, key, file);
+  if (!v.is_object()) throw CheckpointError(file, "field '" + key + "' is not an object");
+  return v;
+}
+
+RngStates parse_rng(const json& j, const fs::path& file) {
+  RngStates rng;
+  rng.cpu = from_hex(string_field(j, "cpu", file), file);
+  const json& cuda = field(j, "cuda", file);
+  if (!cuda.is_array()) throw CheckpointError(file, "field 'rng.cuda' is not a list");
+  for (const auto& s : cuda) {
+    if (!s.is_string()) throw CheckpointError(file, "field 'rng.cuda' holds a non-string");
+    rng.cuda.push_back(from_hex(s.get<std::string>(), file));
+  }
+  return rng;
+}
+
+void check_format(const json& j, const fs::path& file) {
+  if (string_field(j, "format", file) != kFormatName) {
+    throw CheckpointError(file, "field 'format' is not \"" + std::string(kFormatName) + "\"");
+  }
+  const int64_t version = int_field(j, "format_version", file);
+  if (version != kCheckpointFormatVersion) {
+    throw CheckpointError(file, "format_version " + std::to_string(version) + " is not the supported " +
+                                    std::to_string(kCheckpointFormatVersion));
+  }
+}
+
+}  // namespace
+
+json model_config_to_json(const ModelConfig& cfg) {
+  return {{"arm", cfg.arm},
+          {"n_layer", cfg.n_layer},
+          {"n_head", cfg.n_head},
+          {"d_model", cfg.d_model},
+          {"block_size", cfg.block_size},
+          {"vocab_size", cfg.vocab_size},
+          {"routing_gate", to_string(cfg.routing_gate)}};
+}
+
+ModelConfig model_config_from_json(const json& j, const fs::path& origin) {
+  ModelConfig cfg;
+  cfg.arm = string_field(j, "arm", origin);
+  cfg.n_layer = int_field(j, "n_layer", origin);
+  cfg.n_head = int_field(j, "n_head", origin);
+  cfg.d_model = int_field(j, "d_model", origin);
+  cfg.block_size = int_field(j, "block_size", origin);
+  cfg.vocab_size = int_field(j, "vocab_size", origin);
+  try {
+    cfg.routing_gate = parse_gate_kind(string_field(j, "routing_gate", origin));
+    cfg.validate();
+  } catch (const std::invalid_argument& e) {
+    throw CheckpointError(origin, std::string("model config: ") + e.what());
+  }
+  return cfg;
+}
+
+json state_file_to_json(const StateFile& s) {
+  const TrainState& t = s.state;
+  json cuda = json::array();
+  for (const auto& bytes : t.rng.cuda) cuda.push_back(to_hex(bytes));
+  return {{"format", kFormatName},
+          {"format_version", kCheckpointFormatVersion},
+          {"step", t.step},
+          {"tokens_seen", t.tokens_seen},
+          {"data_position", t.data_position},
+          {"val_loss", number_or_null(t.val_loss)},
+          {"best_val_loss", number_or_null(t.best_val_loss)},
+          {"git_revision", t.git_revision},
+          {"attnlab_version", version()},
+          {"saved_at", utc_now()},
+          {"model", model_config_to_json(s.model)},
+          {"files", s.files},
+          {"rng", {{"cpu", to_hex(t.rng.cpu)}, {"cuda", cuda}}},
+          {"config", t.config},
+          {"extra", t.extra}};
+}
+
+StateFile read_state_file(const fs::path& file) {
+  std::ifstream in(file);
+  if (!in) throw CheckpointError(file, "missing or unreadable");
+  std::stringstream text;
+  text << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(text.str());
+  } catch (const json::parse_error& e) {
+    throw CheckpointError(file, std::string("not valid JSON: ") + e.what());
+  }
+  check_format(j, file);
+  StateFile s;
+  TrainState& t = s.state;
+  t.step = int_field(j, "step", file);
+  t.tokens_seen = int_field(j, "tokens_seen", file);
+  t.data_position = int_field(j, "data_position", file);
+  t.val_loss = loss_field(j, "val_loss", std::numeric_limits<double>::quiet_NaN(), file);
+  t.best_val_loss = loss_field(j, "best_val_loss", std::numeric_limits<double>::infinity(), file);
+  t.git_revision = string_field(j, "git_revision", file);
+  t.rng = parse_rng(object_field(j, "rng", file), file);
+  t.config = field(j, "config", file);
+  t.extra = field(j, "extra", file);
+  s.model = model_config_from_json(object_field(j, "model", file), file);
+  s.files = object_field(j, "files", file);
+  return s;
+}
+
+}  // namespace attnlab::detail

@@ -88,6 +88,10 @@ export CCACHE_DIR="${CCACHE_DIR:-$ATTNLAB_CACHE/ccache}"
 # PCH-friendly ccache settings (a precompiled LibTorch header is used by every target).
 export CCACHE_SLOPPINESS="pch_defines,time_macros,include_file_mtime,include_file_ctime"
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-8G}"
+# Paths inside the checkout are hashed relative to it, so a fresh clone elsewhere (CI) hits the
+# objects an earlier build on this machine left in the cache.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(pwd)}"
+export CCACHE_NOHASHDIR=true
 if [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH="/usr/local/cuda/bin:$PATH"
   export CUDACXX=/usr/local/cuda/bin/nvcc

@@ -159,7 +159,8 @@ void validate(const RunConfig& c) {
   const std::set<std::string> backends = {"auto", "fused", "reference", "sdpa"};
   require(backends.count(c.attention.backend) > 0,
           "attention.backend: '" + c.attention.backend + "' is not one of auto, fused, reference, sdpa");
-  require(c.attention.backend != "sdpa" || c.model.arm == "baseline",
+  const auto arm = c.model.arm_spec();
+  require(c.attention.backend != "sdpa" || (arm.sink == SinkKind::none && arm.gate == GateKind::none),
           "attention.backend: sdpa computes plain softmax only; model.arm '" + c.model.arm + "' needs fused or reference");
   require(!c.data.train.empty(), "data.train: required (a glob of llm.c-format train shards)");
   require(!c.data.val.empty(), "data.val: required (a glob of llm.c-format validation shards)");

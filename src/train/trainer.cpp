@@ -31,13 +31,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-AttentionBackend backend_of(const std::string& name) {
-  if (name == "fused") return AttentionBackend::fused;
-  if (name == "reference") return AttentionBackend::reference;
-  if (name == "sdpa") return AttentionBackend::sdpa;
-  return AttentionBackend::automatic;
-}
-
 std::unique_ptr<torch::optim::AdamW> make_optimizer(GPTImpl& model, const OptimConfig& o) {
   const auto groups = parameter_groups(model);
   auto options = [&](double wd) {
@@ -111,7 +104,7 @@ void build_model(Session& s) {
   s.model = GPT(s.cfg.model);
   init_parameters(*s.model, s.cfg.seed);
   s.model->to(s.device);
-  s.model->set_attention_backend(backend_of(s.cfg.attention.backend));
+  s.model->set_attention_backend(parse_attention_backend(s.cfg.attention.backend));
   s.opt = make_optimizer(*s.model, s.cfg.optim);
   const auto counts = count_params(s.cfg.model);
   spdlog::info("model: arm {} | {} layers, d_model {}, {} heads | {:.2f}M params ({:.2f}M non-embedding, {} arm) | {}",

@@ -50,22 +50,26 @@ HeadSlice<T> head_slice(const AttentionShape& s, const ForwardArgs& a, int64_t b
   return hs;
 }
 
-/// A tile of up to `cap` keys starting at j0: the keys transposed ([d][cap]) for the score loop, and
-/// the additive term of each key's logit (routing bias, -inf for a masked key).
+/// A tile of up to `cap` keys starting at j0: the keys transposed ([d][ld], ld = cap rounded up to a
+/// register line, zero-padded) for the score product, and the additive term of each key's logit
+/// (routing bias; -inf for a masked key and for the padding).
 template <class T>
 struct KeyTile {
+  int64_t j0 = 0, n = 0, cap, ld;
   std::vector<T> kT, add;
-  int64_t j0 = 0, n = 0, cap;
 
-  KeyTile(int64_t cap_, int64_t d) : kT(static_cast<size_t>(cap_ * d)), add(static_cast<size_t>(cap_)), cap(cap_) {}
+  KeyTile(int64_t cap_, int64_t d)
+      : cap(cap_), ld(round_up_lanes<T>(cap_)), kT(static_cast<size_t>(ld * d), T(0)), add(static_cast<size_t>(ld)) {}
 
-  void load(const HeadSlice<T>& hs, int64_t first, int64_t count) {
+  ATTNLAB_INLINE void load(const HeadSlice<T>& hs, int64_t first, int64_t count) {
+    if (count < n) std::fill(kT.begin(), kT.end(), T(0));  // a shorter last tile: clear stale columns
     j0 = first, n = count;
-    transpose_tile(hs.k + first * hs.d, n, hs.d, cap, kT.data());
+    transpose_tile(hs.k + first * hs.d, n, hs.d, ld, kT.data());
     for (int64_t j = 0; j < n; ++j) {
       const bool kept = !hs.mask || hs.mask[first + j];
       add[j] = !kept ? neg_inf<T>() : hs.bias ? hs.bias[first + j] : T(0);
     }
+    std::fill(add.begin() + n, add.end(), neg_inf<T>());
   }
 };
 

@@ -40,65 +40,92 @@ HeadGrads<T> head_grads(const AttentionShape& s, const BackwardArgs& a, const vo
 }
 
 /// Per-task buffers: one key tile (K^T with its additive terms, V^T), its gradient accumulators,
-/// and the per-query D_i of the current head.
+/// one query block's P, dP / dS and their transposes, and the per-query D_i of the current head.
 template <class T>
 struct BackwardScratch {
   KeyTile<T> tile;
-  std::vector<T> vT, dk, dv, dbias, p, dp, q_scaled, delta;
+  int64_t q_cap;
+  std::vector<T> vT, dk, dv, dbias, q_scaled, p, ds, pT, dsT, delta;
 
-  BackwardScratch(int64_t cap, int64_t d, int64_t tq)
-      : tile(cap, d), vT(static_cast<size_t>(cap * d)), dk(static_cast<size_t>(cap * d)),
-        dv(static_cast<size_t>(cap * d)), dbias(cap), p(cap), dp(cap), q_scaled(d), delta(tq) {}
+  BackwardScratch(int64_t q_cap_, int64_t k_cap, int64_t d, int64_t tq)
+      : tile(k_cap, d), q_cap(q_cap_), vT(static_cast<size_t>(d * tile.ld), T(0)), dk(static_cast<size_t>(k_cap * d)),
+        dv(static_cast<size_t>(k_cap * d)), dbias(static_cast<size_t>(tile.ld)), q_scaled(static_cast<size_t>(q_cap * d)),
+        p(static_cast<size_t>(q_cap * tile.ld)), ds(static_cast<size_t>(q_cap * tile.ld)),
+        pT(static_cast<size_t>(tile.ld * q_cap)), dsT(static_cast<size_t>(tile.ld * q_cap)), delta(tq) {}
 };
 
 /// D_i = dO_i . O_i - dlse_i (the upstream gradient of lse itself shifts D, docs/kernels.md).
 template <class T>
-void compute_delta(const HeadSlice<T>& hs, const HeadGrads<T>& g, T* delta) {
+ATTNLAB_INLINE void compute_delta(const HeadSlice<T>& hs, const HeadGrads<T>& g, T* delta) {
   for (int64_t i = 0; i < hs.tq; ++i) {
     delta[i] = dot(hs.d, g.d_o + i * hs.d, hs.o + i * hs.d) - (g.d_lse ? g.d_lse[i] : T(0));
   }
 }
 
-/// Query row i against the first n keys of the loaded tile: accumulates dV, dK, d r of the tile and
-/// dQ_i in place.
-template <class T>
-void backward_row(const HeadSlice<T>& hs, const HeadGrads<T>& g, int64_t i, int64_t n, BackwardScratch<T>& sc) {
-  const int64_t d = hs.d, cap = sc.tile.cap, j0 = sc.tile.j0;
-  const T* q = hs.q + i * d;
-  const T* d_o = g.d_o + i * d;
-  for (int64_t x = 0; x < d; ++x) sc.q_scaled[x] = q[x] * hs.scale;
-  T* p = sc.p.data();
-  T* dp = sc.dp.data();
-  row_times_tile(sc.q_scaled.data(), sc.tile.kT.data(), d, cap, n, sc.tile.add.data(), p);
-  const T lse = hs.lse[i];
-  for (int64_t j = 0; j < n; ++j) p[j] = std::exp(p[j] - lse);  // a_ij; masked keys give 0
-  row_times_tile(d_o, sc.vT.data(), d, cap, n, static_cast<const T*>(nullptr), dp);
-  const T delta = sc.delta[i];
-  T* d_q = g.d_q + i * d;
-  for (int64_t j = 0; j < n; ++j) {
-    if (p[j] == T(0)) continue;
-    const T ds = p[j] * (dp[j] - delta);
-    axpy(d, p[j], d_o, sc.dv.data() + j * d);
-    axpy(d, ds * hs.scale, q, sc.dk.data() + j * d);
-    axpy(d, ds * hs.scale, hs.k + (j0 + j) * d, d_q);
-    sc.dbias[j] += ds;
+/// P = exp(S - lse) for query rows [i0, i0 + rows) against the loaded tile; 0 for keys a row cannot
+/// see and for rows without mass (lse = -inf: no key and no sink, so no gradient either).
+template <class T, int V>
+ATTNLAB_INLINE void recompute_probabilities(const HeadSlice<T>& hs, int64_t i0, int64_t rows, BackwardScratch<T>& sc) {
+  const int64_t d = hs.d, ld = sc.tile.ld, nk = sc.tile.n;
+  for (int64_t x = 0; x < rows * d; ++x) sc.q_scaled[x] = hs.q[i0 * d + x] * hs.scale;
+  for (int64_t r = 0; r < rows; ++r) std::copy(sc.tile.add.begin(), sc.tile.add.end(), sc.p.begin() + r * ld);
+  gemm_acc<T, V>(rows, ld, d, sc.q_scaled.data(), d, sc.tile.kT.data(), ld, sc.p.data(), ld);
+  for (int64_t r = 0; r < rows; ++r) {
+    T* p = sc.p.data() + r * ld;
+    const T lse = hs.lse[i0 + r];
+    const int64_t n = lse == neg_inf<T>() ? 0 : std::max<int64_t>(0, hs.visible(i0 + r, sc.tile.j0, nk));
+    exp_shifted(n, lse, p);
+    std::fill(p + n, p + nk, T(0));
   }
 }
 
-/// Keys [j0, j0 + n): every query that sees one of them, then the tile's gradients are written.
-template <class T>
-void backward_key_tile(const HeadSlice<T>& hs, const HeadGrads<T>& g, int64_t j0, int64_t n,
-                       BackwardScratch<T>& sc) {
+/// dS = P o (dP - D), dP = dO V^T; also accumulates d r_j = sum_i dS_ij.
+template <class T, int V>
+ATTNLAB_INLINE void score_gradients(const HeadGrads<T>& g, int64_t i0, int64_t rows, int64_t d, BackwardScratch<T>& sc) {
+  const int64_t ld = sc.tile.ld, nk = sc.tile.n;
+  std::fill(sc.ds.begin(), sc.ds.begin() + rows * ld, T(0));
+  gemm_acc<T, V>(rows, ld, d, g.d_o + i0 * d, d, sc.vT.data(), ld, sc.ds.data(), ld);
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* p = sc.p.data() + r * ld;
+    T* ds = sc.ds.data() + r * ld;
+    const T delta = sc.delta[i0 + r];
+    for (int64_t j = 0; j < nk; ++j) ds[j] = p[j] * (ds[j] - delta);
+    for (int64_t j = 0; j < nk; ++j) sc.dbias[j] += ds[j];
+  }
+}
+
+/// Query rows [i0, i0 + rows) against the loaded key tile: dV += P^T dO, dK += dS^T (scale Q),
+/// dQ += scale dS K (dQ rows accumulate in place across key tiles).
+template <class T, int V>
+ATTNLAB_INLINE void backward_block(const HeadSlice<T>& hs, const HeadGrads<T>& g, int64_t i0, int64_t rows,
+                                   BackwardScratch<T>& sc) {
+  const int64_t d = hs.d, ld = sc.tile.ld, nk = sc.tile.n, qc = sc.q_cap;
+  recompute_probabilities<T, V>(hs, i0, rows, sc);
+  score_gradients<T, V>(g, i0, rows, d, sc);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < nk; ++j) {
+      sc.pT[j * qc + r] = sc.p[r * ld + j];
+      sc.dsT[j * qc + r] = sc.ds[r * ld + j];
+    }
+  }
+  gemm_acc<T, V>(nk, d, rows, sc.pT.data(), qc, g.d_o + i0 * d, d, sc.dv.data(), d);
+  gemm_acc<T, V>(nk, d, rows, sc.dsT.data(), qc, sc.q_scaled.data(), d, sc.dk.data(), d);
+  for (int64_t x = 0; x < rows * ld; ++x) sc.ds[x] *= hs.scale;
+  gemm_acc<T, V>(rows, d, nk, sc.ds.data(), ld, hs.k + sc.tile.j0 * d, d, g.d_q + i0 * d, d);
+}
+
+/// Keys [j0, j0 + n): every query block that sees one of them, then the tile's gradients are written.
+template <class T, int V>
+ATTNLAB_INLINE void backward_key_tile(const HeadSlice<T>& hs, const HeadGrads<T>& g, int64_t j0, int64_t n,
+                                      BackwardScratch<T>& sc) {
   const int64_t d = hs.d;
   sc.tile.load(hs, j0, n);
-  transpose_tile(hs.v + j0 * d, n, d, sc.tile.cap, sc.vT.data());
+  transpose_tile(hs.v + j0 * d, n, d, sc.tile.ld, sc.vT.data());
   std::fill(sc.dk.begin(), sc.dk.begin() + n * d, T(0));
   std::fill(sc.dv.begin(), sc.dv.begin() + n * d, T(0));
   std::fill(sc.dbias.begin(), sc.dbias.begin() + n, T(0));
-  for (int64_t i = std::max<int64_t>(0, j0 - (hs.tk - hs.tq)); i < hs.tq; ++i) {
-    // lse = -inf: a row with no key and no sink has no probability mass and no gradient.
-    if (hs.lse[i] == neg_inf<T>()) continue;
-    backward_row(hs, g, i, hs.visible(i, j0, n), sc);
+  for (int64_t i0 = std::max<int64_t>(0, j0 - (hs.tk - hs.tq)); i0 < hs.tq; i0 += sc.q_cap) {
+    backward_block<T, V>(hs, g, i0, std::min(sc.q_cap, hs.tq - i0), sc);
   }
   std::copy(sc.dk.begin(), sc.dk.begin() + n * d, g.d_k + j0 * d);
   std::copy(sc.dv.begin(), sc.dv.begin() + n * d, g.d_v + j0 * d);
@@ -115,23 +142,33 @@ T sink_gradient(const HeadSlice<T>& hs, const T* delta) {
   return sum;
 }
 
+/// Heads [begin, end) of the flattened (b, h), compiled once per ISA (isa.h; V its line in bytes).
+template <class T, int V>
+ATTNLAB_INLINE void backward_heads(const AttentionShape& s, const BackwardArgs& a, const void* d_lse, const CpuTiling& t,
+                                   int64_t begin, int64_t end, T* sink_partial) {
+  const int64_t d = s.head_dim;
+  BackwardScratch<T> sc(t.q_tile, t.k_tile, d, s.q_len);
+  for (int64_t bh = begin; bh < end; ++bh) {
+    const auto hs = head_slice<T>(s, a.fwd, bh / s.heads, bh % s.heads);
+    const auto g = head_grads<T>(s, a, d_lse, bh);
+    compute_delta(hs, g, sc.delta.data());
+    std::fill(g.d_q, g.d_q + s.q_len * d, T(0));
+    for (int64_t j0 = 0; j0 < s.k_len; j0 += t.k_tile) backward_key_tile<T, V>(hs, g, j0, std::min(t.k_tile, s.k_len - j0), sc);
+    if (s.has_sink) sink_partial[bh] = sink_gradient(hs, sc.delta.data());
+  }
+}
+
+ATTNLAB_DISPATCH_ISA(backward_heads,
+                     (const AttentionShape& s, const BackwardArgs& a, const void* d_lse, const CpuTiling& t,
+                      int64_t begin, int64_t end, T* sink_partial),
+                     (s, a, d_lse, t, begin, end, sink_partial))
+
 template <class T>
 void backward(const AttentionShape& s, const BackwardArgs& a, const void* d_lse, const ParallelFor& parallel,
               const CpuTiling& t) {
-  const int64_t d = s.head_dim;
   std::vector<T> sink_partial(static_cast<size_t>(s.batch * s.heads), T(0));
   run_parallel(parallel, s.batch * s.heads, 1, [&](int64_t begin, int64_t end) {
-    BackwardScratch<T> sc(t.k_tile, d, s.q_len);
-    for (int64_t bh = begin; bh < end; ++bh) {
-      const auto hs = head_slice<T>(s, a.fwd, bh / s.heads, bh % s.heads);
-      const auto g = head_grads<T>(s, a, d_lse, bh);
-      compute_delta(hs, g, sc.delta.data());
-      std::fill(g.d_q, g.d_q + s.q_len * d, T(0));
-      for (int64_t j0 = 0; j0 < s.k_len; j0 += t.k_tile) {
-        backward_key_tile(hs, g, j0, std::min(t.k_tile, s.k_len - j0), sc);
-      }
-      if (s.has_sink) sink_partial[bh] = sink_gradient(hs, sc.delta.data());
-    }
+    backward_heads_isa<T>(s, a, d_lse, t, begin, end, sink_partial.data());
   });
   if (!a.d_sink_logit) return;
   T* d_sink = static_cast<T*>(a.d_sink_logit);

@@ -11,87 +11,106 @@ namespace attnlab::kernels {
 namespace cpu {
 namespace {
 
-/// Accumulators of a query tile: running max m and denominator l (both including the sink term)
-/// and the unnormalised output rows.
+/// Per-task buffers: a key tile, the query tile scaled, its scores / probabilities, and the running
+/// max m and denominator l (both including the sink term) with the unnormalised output rows.
 template <class T>
-struct QueryTileState {
-  std::vector<T> m, l, acc, q_scaled, s;
+struct ForwardScratch {
+  KeyTile<T> tile;
+  std::vector<T> q_scaled, s, m, l, acc;
 
-  QueryTileState(int64_t rows, int64_t d, int64_t k_cap)
-      : m(rows), l(rows), acc(static_cast<size_t>(rows * d)), q_scaled(d), s(k_cap) {}
-
-  // Before any key the sink alone is in the row: m = b_h, l = exp(b_h - m) = 1.
-  void reset(const HeadSlice<T>& hs, int64_t rows) {
-    std::fill(m.begin(), m.begin() + rows, hs.has_sink ? hs.sink : neg_inf<T>());
-    std::fill(l.begin(), l.begin() + rows, hs.has_sink ? T(1) : T(0));
-    std::fill(acc.begin(), acc.begin() + rows * hs.d, T(0));
-  }
+  ForwardScratch(int64_t rows, int64_t d, int64_t k_cap)
+      : tile(k_cap, d), q_scaled(static_cast<size_t>(rows * d)), s(static_cast<size_t>(rows * tile.ld)), m(rows),
+        l(rows), acc(static_cast<size_t>(rows * d)) {}
 };
 
-/// One online-softmax step of query row i (tile row r) over the first n keys of the tile.
+/// Before any key the sink alone is in the row: m = b_h, l = exp(b_h - m) = 1.
 template <class T>
-void online_step(const HeadSlice<T>& hs, const KeyTile<T>& tile, int64_t i, int64_t r, int64_t n,
-                 QueryTileState<T>& st) {
+ATTNLAB_INLINE void start_rows(const HeadSlice<T>& hs, int64_t i0, int64_t rows, ForwardScratch<T>& sc) {
   const int64_t d = hs.d;
-  for (int64_t x = 0; x < d; ++x) st.q_scaled[x] = hs.q[i * d + x] * hs.scale;
-  T* s = st.s.data();
-  row_times_tile(st.q_scaled.data(), tile.kT.data(), d, tile.cap, n, tile.add.data(), s);
-  const T m_new = max_of(n, s, st.m[r]);
-  if (m_new == neg_inf<T>()) return;  // nothing visible yet and no sink: the row stays empty
-  const T alpha = std::exp(st.m[r] - m_new);  // 0 while the row was empty
-  st.l[r] = st.l[r] * alpha + exp_shifted(n, m_new, s);
-  T* acc = st.acc.data() + r * d;
-  if (alpha != T(1)) scale_in_place(d, alpha, acc);
-  for (int64_t j = 0; j < n; ++j) {
-    if (s[j] != T(0)) axpy(d, s[j], hs.v + (tile.j0 + j) * d, acc);
+  std::fill(sc.m.begin(), sc.m.begin() + rows, hs.has_sink ? hs.sink : neg_inf<T>());
+  std::fill(sc.l.begin(), sc.l.begin() + rows, hs.has_sink ? T(1) : T(0));
+  std::fill(sc.acc.begin(), sc.acc.begin() + rows * d, T(0));
+  for (int64_t x = 0; x < rows * d; ++x) sc.q_scaled[x] = hs.q[i0 * d + x] * hs.scale;
+}
+
+/// Online-softmax update of tile row r (query i) from its scores over the first `n` visible keys:
+/// turns the score row into probabilities relative to the new max (0 beyond n) and rescales the row.
+template <class T>
+ATTNLAB_INLINE void online_update(const HeadSlice<T>& hs, int64_t r, int64_t n, ForwardScratch<T>& sc) {
+  T* s = sc.s.data() + r * sc.tile.ld;
+  const int64_t n_tile = sc.tile.n;
+  const T m_new = n > 0 ? max_of(n, s, sc.m[r]) : sc.m[r];
+  if (n <= 0 || m_new == neg_inf<T>()) {  // nothing visible yet and no sink: the row stays empty
+    std::fill(s, s + n_tile, T(0));
+    return;
   }
-  st.m[r] = m_new;
+  const T alpha = exp_nonpositive_any(sc.m[r] - m_new);  // 0 while the row was empty
+  exp_shifted(n, m_new, s);
+  std::fill(s + n, s + n_tile, T(0));
+  sc.l[r] = sc.l[r] * alpha + sum_of(n, s);
+  if (alpha != T(1)) {
+    T* acc = sc.acc.data() + r * hs.d;
+    for (int64_t x = 0; x < hs.d; ++x) acc[x] *= alpha;
+  }
+  sc.m[r] = m_new;
 }
 
 /// o_i = acc / l and lse_i = m + log l; a row with no mass (no key, no sink) gives o = 0, lse = -inf.
 template <class T>
-void finish_row(const HeadSlice<T>& hs, int64_t i, int64_t r, const QueryTileState<T>& st) {
+ATTNLAB_INLINE void finish_row(const HeadSlice<T>& hs, int64_t i, int64_t r, const ForwardScratch<T>& sc) {
   const int64_t d = hs.d;
   T* o = hs.o + i * d;
-  const T* acc = st.acc.data() + r * d;
-  if (st.l[r] > T(0)) {
-    const T inv = T(1) / st.l[r];
+  const T* acc = sc.acc.data() + r * d;
+  if (sc.l[r] > T(0)) {
+    const T inv = T(1) / sc.l[r];
     for (int64_t x = 0; x < d; ++x) o[x] = acc[x] * inv;
-    hs.lse[i] = st.m[r] + std::log(st.l[r]);
+    hs.lse[i] = sc.m[r] + std::log(sc.l[r]);
   } else {
-    for (int64_t x = 0; x < d; ++x) o[x] = T(0);
+    std::fill(o, o + d, T(0));
     hs.lse[i] = neg_inf<T>();
   }
 }
 
-/// Queries [i0, i1) of one head against every key tile the tile's last query can see.
-template <class T>
-void forward_query_tile(const HeadSlice<T>& hs, int64_t i0, int64_t i1, KeyTile<T>& tile,
-                        QueryTileState<T>& st) {
-  st.reset(hs, i1 - i0);
+/// Queries [i0, i1) of one head against every key tile the tile's last query can see:
+/// S = add + (scale Q) K^T, online softmax per row, acc += P V.
+template <class T, int V>
+ATTNLAB_INLINE void forward_query_tile(const HeadSlice<T>& hs, int64_t i0, int64_t i1, ForwardScratch<T>& sc) {
+  const int64_t rows = i1 - i0, d = hs.d;
+  KeyTile<T>& tile = sc.tile;
+  start_rows(hs, i0, rows, sc);
   const int64_t k_end = hs.position(i1 - 1) + 1;
   for (int64_t j0 = 0; j0 < k_end; j0 += tile.cap) {
     tile.load(hs, j0, std::min(tile.cap, k_end - j0));
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t n = hs.visible(i, j0, tile.n);
-      if (n > 0) online_step(hs, tile, i, i - i0, n, st);
-    }
+    for (int64_t r = 0; r < rows; ++r) std::copy(tile.add.begin(), tile.add.end(), sc.s.begin() + r * tile.ld);
+    gemm_acc<T, V>(rows, tile.ld, d, sc.q_scaled.data(), d, tile.kT.data(), tile.ld, sc.s.data(), tile.ld);
+    for (int64_t r = 0; r < rows; ++r) online_update(hs, r, hs.visible(i0 + r, j0, tile.n), sc);
+    gemm_acc<T, V>(rows, d, tile.n, sc.s.data(), tile.ld, hs.v + j0 * d, d, sc.acc.data(), d);
   }
-  for (int64_t i = i0; i < i1; ++i) finish_row(hs, i, i - i0, st);
+  for (int64_t r = 0; r < rows; ++r) finish_row(hs, i0 + r, r, sc);
 }
+
+/// Tasks [begin, end) of (b, h, query tile), compiled once per ISA (isa.h; V its line in bytes).
+template <class T, int V>
+ATTNLAB_INLINE void forward_tasks(const AttentionShape& s, const ForwardArgs& a, const CpuTiling& t, int64_t begin,
+                                  int64_t end) {
+  const int64_t q_tiles = (s.q_len + t.q_tile - 1) / t.q_tile;
+  ForwardScratch<T> sc(t.q_tile, s.head_dim, t.k_tile);
+  for (int64_t task = begin; task < end; ++task) {
+    const int64_t bh = task / q_tiles, i0 = (task % q_tiles) * t.q_tile;
+    const auto hs = head_slice<T>(s, a, bh / s.heads, bh % s.heads);
+    forward_query_tile<T, V>(hs, i0, std::min(i0 + t.q_tile, s.q_len), sc);
+  }
+}
+
+ATTNLAB_DISPATCH_ISA(forward_tasks,
+                     (const AttentionShape& s, const ForwardArgs& a, const CpuTiling& t, int64_t begin, int64_t end),
+                     (s, a, t, begin, end))
 
 template <class T>
 void forward(const AttentionShape& s, const ForwardArgs& a, const ParallelFor& parallel, const CpuTiling& t) {
   const int64_t q_tiles = (s.q_len + t.q_tile - 1) / t.q_tile;
-  run_parallel(parallel, s.batch * s.heads * q_tiles, 1, [&](int64_t begin, int64_t end) {
-    KeyTile<T> tile(t.k_tile, s.head_dim);
-    QueryTileState<T> st(t.q_tile, s.head_dim, t.k_tile);
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t bh = task / q_tiles, i0 = (task % q_tiles) * t.q_tile;
-      const auto hs = head_slice<T>(s, a, bh / s.heads, bh % s.heads);
-      forward_query_tile(hs, i0, std::min(i0 + t.q_tile, s.q_len), tile, st);
-    }
-  });
+  run_parallel(parallel, s.batch * s.heads * q_tiles, 1,
+               [&](int64_t begin, int64_t end) { forward_tasks_isa<T>(s, a, t, begin, end); });
 }
 
 }  // namespace

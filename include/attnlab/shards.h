@@ -36,7 +36,7 @@ constexpr int64_t kGpt2VocabSize = 50257;      ///< assumed when no tokenizer.js
 /// One shard file, memory-mapped read-only for its lifetime. Move-only.
 class Shard {
  public:
-  /// Maps `path` and validates header, size and every token (< vocab_size; vocab_size <= 65536).
+  /// Maps `path` and validates header, size and every token (< vocab_size, which must be > 0).
   /// Throws DataError: missing/unreadable file, shorter than the header, wrong magic, wrong version,
   /// negative count, truncated or trailing bytes, "token T at index I >= vocab_size V".
   static Shard open(const std::string& path, int64_t vocab_size);

@@ -1,0 +1,335 @@
+// Benchmark of the attention backends (issue 5): for each arm and backend, milliseconds, TFLOP/s and
+// peak memory of the forward and of forward+backward, with baseline-fused, reference and sdpa timed
+// in the same run so that the ratios hold on a noisy machine. Prints a Markdown table.
+//
+//   bench_attention                      # CPU set: B=2 H=4 d=64 T in {128, 256, 512, 1024}, float32
+//   bench_attention --device cuda        # GPU set: B=8 H=12 d=64 T in {512, ..., 4096}, bfloat16
+//
+// FLOPs are the useful causal ones, the same for every backend: forward 4 B H d P with P the number
+// of visible (query, key) pairs; backward 2.5x the forward (five matrix products against two).
+// The forward is timed without autograd (inference); forward+backward with it.
+// Times are taken in this process. Peak memory, CPU: each case runs once more in a fresh child
+// process (this binary, --child) that fixes glibc's mmap threshold at 64 KiB (so freed buffers
+// return to the OS), warms up once, resets the kernel's high-water mark (/proc/self/clear_refs) and
+// reports VmHWM - VmRSS around one call: the bytes the call itself needed beyond its inputs. CUDA:
+// the caching allocator's peak allocated bytes around one call, minus what was allocated before it.
+#include <malloc.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <c10/core/CachingDeviceAllocator.h>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "attnlab/arm_attention.h"
+#include "attnlab/arm_params.h"
+
+namespace {
+
+using attnlab::AttentionBackend;
+
+struct Setup {
+  std::string device = "cpu";
+  std::string dtype;  // float32 on CPU, bfloat16 on CUDA unless given
+  int64_t B = 0, H = 0, d = 64;
+  std::vector<int64_t> lengths;
+  std::vector<std::string> arms;
+  double min_time = 0.3;  // seconds of timed iterations per case
+  int threads = 0;        // intra-op threads; 0 = LibTorch's default
+};
+
+struct CaseSpec {
+  std::string arm, backend;
+  int64_t T = 0;
+  bool backward = false;
+};
+
+struct Measure {
+  double ms = 0, peak_bytes = 0;
+};
+
+at::ScalarType parse_dtype(const std::string& name) {
+  if (name == "float32") return at::kFloat;
+  if (name == "float64") return at::kDouble;
+  if (name == "bfloat16") return at::kBFloat16;
+  if (name == "float16") return at::kHalf;
+  throw std::invalid_argument("unknown dtype '" + name + "'; valid: float32, float64, bfloat16, float16");
+}
+
+double causal_flops(const Setup& s, int64_t T, bool backward) {
+  const double pairs = 0.5 * static_cast<double>(T) * static_cast<double>(T + 1);
+  const double forward = 4.0 * static_cast<double>(s.B * s.H * s.d) * pairs;
+  return backward ? 3.5 * forward : forward;
+}
+
+/// Inputs of one case: q, k, v [B, H, T, d] and the arm's parameters at their initial values.
+struct Workload {
+  attnlab::ArmSpec arm;
+  AttentionBackend backend;
+  at::Tensor q, k, v, d_o;
+  attnlab::ArmLayerParams params;
+  std::vector<at::Tensor> leaves;
+
+  Workload(const Setup& s, const CaseSpec& c) : arm(attnlab::arm_by_name(c.arm)) {
+    backend = attnlab::parse_attention_backend(c.backend);
+    auto opts = at::TensorOptions().dtype(parse_dtype(s.dtype)).device(s.device);
+    auto leaf = [&](at::Tensor t) { return leaves.emplace_back(t.requires_grad_(c.backward)); };
+    q = leaf(at::randn({s.B, s.H, c.T, s.d}, opts));
+    k = leaf(at::randn({s.B, s.H, c.T, s.d}, opts));
+    v = leaf(at::randn({s.B, s.H, c.T, s.d}, opts));
+    d_o = at::randn({s.B, s.H, c.T, s.d}, opts);
+    auto acc = opts.dtype(at::kFloat);
+    for (const auto& p : attnlab::attention_params(arm, s.H, s.d)) {
+      auto t = leaf(at::full(p.shape, p.init_value, acc));
+      if (p.name == "sink_logit") params.sink_logit = t;
+      if (p.name == "gate_tau") params.gate_tau = t;
+      if (p.name == "gate_w") params.gate_w = t;
+      if (p.name == "gate_c") params.gate_c = t;
+    }
+  }
+
+  /// One forward (and backward): exactly what a training step's attention does.
+  void step(bool backward) {
+    for (auto& t : leaves) t.mutable_grad().reset();
+    const auto keys = attnlab::prepare_keys(arm, params, k, v, false, backend);
+    const auto out = attnlab::arm_attention(arm, params, q, keys, false, backend);
+    if (backward) out.o.backward(d_o);
+  }
+};
+
+void synchronize(const Setup& s) {
+  if (s.device != "cpu") torch::cuda::synchronize();
+}
+
+double median_ms(const Setup& s, Workload& w, bool backward) {
+  std::vector<double> times;
+  const auto start = std::chrono::steady_clock::now();
+  while (times.size() < 3 || std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < s.min_time) {
+    const auto t0 = std::chrono::steady_clock::now();
+    w.step(backward);
+    synchronize(s);
+    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    if (times.size() >= 50) break;
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+/// kB value of a /proc/self/status field, as bytes.
+double proc_status_bytes(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) == 0) return 1024.0 * std::stod(line.substr(field.size() + 1));
+  }
+  return 0.0;
+}
+
+double peak_bytes_of_one_step(const Setup& s, Workload& w, bool backward) {
+  if (s.device == "cpu") {
+    malloc_trim(0);
+    std::ofstream("/proc/self/clear_refs") << "5";  // resets VmHWM to the current RSS
+    const double before = proc_status_bytes("VmRSS");
+    w.step(backward);
+    return proc_status_bytes("VmHWM") - before;
+  }
+  auto* alloc = c10::getDeviceAllocator(c10::DeviceType::CUDA);
+  const auto index = at::Device(s.device).has_index() ? at::Device(s.device).index() : 0;
+  synchronize(s);
+  alloc->resetPeakStats(index);
+  const double before = static_cast<double>(alloc->getDeviceStats(index).allocated_bytes[0].current);
+  w.step(backward);
+  synchronize(s);
+  return static_cast<double>(alloc->getDeviceStats(index).allocated_bytes[0].peak) - before;
+}
+
+/// Median milliseconds of one case, in this process (timings are not disturbed by the child's
+/// allocator settings).
+double time_here(const Setup& s, const CaseSpec& c) {
+  Workload w(s, c);
+  std::optional<torch::NoGradGuard> no_grad;
+  if (!c.backward) no_grad.emplace();
+  w.step(c.backward);  // warm-up: thread pools, allocator caches
+  synchronize(s);
+  return median_ms(s, w, c.backward);
+}
+
+/// Peak bytes of one call of a case, in this process.
+double peak_here(const Setup& s, const CaseSpec& c) {
+  Workload w(s, c);
+  std::optional<torch::NoGradGuard> no_grad;
+  if (!c.backward) no_grad.emplace();
+  w.step(c.backward);  // warm-up: thread pools, lazily allocated state
+  synchronize(s);
+  return peak_bytes_of_one_step(s, w, c.backward);
+}
+
+std::string self_exe() {
+  std::array<char, 4096> buf{};
+  const auto n = readlink("/proc/self/exe", buf.data(), buf.size() - 1);
+  if (n <= 0) throw std::runtime_error("cannot read /proc/self/exe");
+  return std::string(buf.data(), static_cast<size_t>(n));
+}
+
+/// Peak bytes of one CPU case, measured in a fresh process so that the peak RSS is its own.
+double peak_in_child(const Setup& s, const CaseSpec& c) {
+  std::ostringstream cmd;
+  cmd << self_exe() << " --child --device " << s.device << " --dtype " << s.dtype << " --B " << s.B << " --H " << s.H
+      << " --d " << s.d << " --threads " << s.threads << " --arms " << c.arm << " --backend " << c.backend << " --T "
+      << c.T << (c.backward ? " --backward" : "");
+  FILE* pipe = popen(cmd.str().c_str(), "r");
+  if (!pipe) throw std::runtime_error("cannot start " + cmd.str());
+  std::array<char, 512> line{};
+  double peak = -1;
+  while (fgets(line.data(), line.size(), pipe)) {
+    std::istringstream in(line.data());
+    std::string tag;
+    if (in >> tag && tag == "PEAK") in >> peak;
+  }
+  if (pclose(pipe) != 0 || peak < 0) throw std::runtime_error("child failed: " + cmd.str());
+  return peak;
+}
+
+Measure measure(const Setup& s, const CaseSpec& c) {
+  Measure m;
+  m.ms = time_here(s, c);
+  m.peak_bytes = s.device == "cpu" ? peak_in_child(s, c) : peak_here(s, c);
+  return m;
+}
+
+std::vector<std::string> backends_for(const std::string& arm) {
+  if (arm == "baseline") return {"fused", "reference", "sdpa"};
+  return {"fused", "reference"};
+}
+
+struct Row {
+  std::string arm, backend;
+  int64_t T;
+  Measure fwd, fwd_bwd;
+};
+
+std::string fmt(double x, int precision) {
+  std::ostringstream out;
+  out.setf(std::ios::fixed);
+  out.precision(precision);
+  out << x;
+  return out.str();
+}
+
+void print_table(const Setup& s, const std::vector<Row>& rows) {
+  std::map<int64_t, const Row*> base;
+  for (const auto& r : rows)
+    if (r.arm == "baseline" && r.backend == "fused") base[r.T] = &r;
+  std::cout << "\n| T | arm | backend | fwd ms | fwd TFLOP/s | fwd peak MiB | fwd+bwd ms | fwd+bwd TFLOP/s | "
+               "fwd+bwd peak MiB | fwd / baseline-fused | fwd+bwd / baseline-fused |\n"
+            << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  const double mib = 1024.0 * 1024.0;
+  for (const auto& r : rows) {
+    const Row* b = base.count(r.T) ? base[r.T] : nullptr;
+    std::cout << "| " << r.T << " | " << r.arm << " | " << r.backend << " | " << fmt(r.fwd.ms, 2) << " | "
+              << fmt(causal_flops(s, r.T, false) / (r.fwd.ms * 1e9), 3) << " | " << fmt(r.fwd.peak_bytes / mib, 1)
+              << " | " << fmt(r.fwd_bwd.ms, 2) << " | " << fmt(causal_flops(s, r.T, true) / (r.fwd_bwd.ms * 1e9), 3)
+              << " | " << fmt(r.fwd_bwd.peak_bytes / mib, 1) << " | " << (b ? fmt(r.fwd.ms / b->fwd.ms, 2) : "-")
+              << " | " << (b ? fmt(r.fwd_bwd.ms / b->fwd_bwd.ms, 2) : "-") << " |\n";
+  }
+}
+
+/// First line of /proc/loadavg: how busy the machine was (a loaded machine makes times noisy).
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
+void describe(const Setup& s) {
+  std::cout << "# bench_attention: device " << s.device << ", " << s.dtype << ", B=" << s.B << " H=" << s.H
+            << " d=" << s.d << ", threads " << at::get_num_threads() << " of " << std::thread::hardware_concurrency()
+            << " cores, load average " << load_average() << ", torch " << TORCH_VERSION << "\n"
+            << "# FLOPs: useful causal (forward 4 B H d T(T+1)/2, backward 2.5x forward), same for every backend.\n"
+            << "# ms: median over >= 3 iterations and >= " << s.min_time << " s; forward without autograd.\n"
+            << (s.device == "cpu"
+                    ? "# peak: VmHWM - VmRSS around one call beyond its inputs, in a fresh child process per case "
+                      "(glibc mmap threshold fixed at 64 KiB, /proc/self/clear_refs reset); times in the parent.\n"
+                    : "# peak: CUDA caching allocator peak allocated bytes around one call, minus the bytes "
+                      "allocated before it.\n");
+}
+
+void run_all(const Setup& s) {
+  describe(s);
+  std::vector<Row> rows;
+  for (auto T : s.lengths) {
+    for (const auto& arm : s.arms) {
+      for (const auto& backend : backends_for(arm)) {
+        Row r{arm, backend, T, {}, {}};
+        for (bool backward : {false, true}) {
+          const CaseSpec c{arm, backend, T, backward};
+          (backward ? r.fwd_bwd : r.fwd) = measure(s, c);
+        }
+        std::cerr << "  T=" << T << " " << arm << " " << backend << ": " << fmt(r.fwd.ms, 2) << " / "
+                  << fmt(r.fwd_bwd.ms, 2) << " ms\n";
+        rows.push_back(r);
+      }
+    }
+  }
+  print_table(s, rows);
+}
+
+void fill_defaults(Setup& s) {
+  const bool gpu = s.device != "cpu";
+  if (s.dtype.empty()) s.dtype = gpu ? "bfloat16" : "float32";
+  if (s.B == 0) s.B = gpu ? 8 : 2;
+  if (s.H == 0) s.H = gpu ? 12 : 4;
+  if (s.lengths.empty()) s.lengths = gpu ? std::vector<int64_t>{512, 1024, 2048, 4096} : std::vector<int64_t>{128, 256, 512, 1024};
+  if (s.arms.empty())
+    for (const auto& arm : attnlab::all_arms())
+      if (!arm.sink_token) s.arms.push_back(arm.name);  // sink_token's attention is baseline's
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Attention backend benchmark (issue 5)"};
+  Setup s;
+  bool child = false, backward = false;
+  std::string backend;
+  app.add_option("--device", s.device, "cpu, cuda or cuda:N (auto picks cuda when available)")->default_val("auto");
+  app.add_option("--dtype", s.dtype, "float32 | float64 | bfloat16 | float16 (default float32 CPU, bfloat16 CUDA)");
+  app.add_option("--B", s.B, "batch (default 2 CPU, 8 CUDA)");
+  app.add_option("--H", s.H, "heads (default 4 CPU, 12 CUDA)");
+  app.add_option("--d", s.d, "head dim")->default_val(64);
+  app.add_option("--T", s.lengths, "sequence lengths");
+  app.add_option("--arms", s.arms, "arms (default: every in-attention arm)");
+  app.add_option("--min-time", s.min_time, "seconds of timed iterations per case")->default_val(0.3);
+  app.add_option("--threads", s.threads, "intra-op threads (0 = LibTorch's default)")->default_val(0);
+  app.add_flag("--child", child, "internal: measure one case's peak memory and print PEAK bytes");
+  app.add_option("--backend", backend, "internal (--child): the backend");
+  app.add_flag("--backward", backward, "internal (--child): forward+backward");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (s.device == "auto") s.device = torch::cuda::is_available() ? "cuda" : "cpu";
+    if (s.threads > 0) at::set_num_threads(s.threads);
+    fill_defaults(s);
+    if (child) {
+      mallopt(M_MMAP_THRESHOLD, 64 * 1024);  // freed large buffers go back to the OS: RSS tracks live bytes
+      std::cout << "PEAK " << peak_here(s, {s.arms.at(0), backend, s.lengths.at(0), backward}) << std::endl;
+      return 0;
+    }
+    run_all(s);
+  } catch (const std::exception& e) {
+    std::cerr << "bench_attention: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,119 @@
+// Sweeps (issue 4): one YAML names a base run config, a grid and an output root; it expands into
+// runs with stable names, a manifest, and either local worker processes or a Slurm job array.
+// Every run is an ordinary `attnlab train --config <file> --set ...`, so a sweep adds nothing a
+// single run cannot reproduce. Format and workflow: docs/sweeps.md.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "attnlab/run_config.h"
+#include "attnlab/run_state.h"
+
+namespace attnlab {
+
+/// One grid key and its values (YAML scalars as written). `per_tier` replaces `values` for the
+/// tiers it names (e.g. 350m's single seed); a key given only per tier has empty `values`.
+struct GridAxis {
+  std::string key;  ///< "tier" (includes <tiers_dir>/<value>.yaml) or any run-config key
+  std::vector<std::string> values;
+  std::map<std::string, std::vector<std::string>> per_tier;
+};
+
+/// A sweep file, paths resolved (relative ones against the sweep file's directory, except `out`,
+/// which is relative to the working directory like a run's out_dir).
+struct SweepSpec {
+  std::filesystem::path file;
+  std::string name;                   ///< the file's stem unless `name:` is given
+  std::filesystem::path base;         ///< base run config
+  std::filesystem::path tiers_dir;    ///< where `tier` values are looked up (default ../tiers)
+  std::filesystem::path out;          ///< output root
+  int64_t threads_per_run = 1;        ///< train.threads of every run (fixed, so the config hash is)
+  std::vector<std::string> set;       ///< "key=value" overrides for every run
+  std::vector<GridAxis> grid;         ///< in file order
+  std::vector<std::pair<std::string, std::string>> slurm;  ///< extra #SBATCH --key=value lines
+};
+
+/// Error in a sweep file or its expansion; the message names the file and the key.
+struct SweepError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Parses a sweep YAML. Throws SweepError for unknown keys, a missing base / grid / out, a tier file
+/// that does not exist, or a per-tier mapping without a tier axis.
+SweepSpec load_sweep(const std::filesystem::path& path);
+
+/// One run of the grid.
+struct SweepRun {
+  std::string name;                    ///< "<tier>/<arm>[/<key>-<value>...]/s<seed>", unique in the sweep
+  std::string variant;                 ///< the "<key>-<value>" parts joined by '/'; "" for tier x arm x seed grids
+  std::filesystem::path out_dir;       ///< <out>/<name>
+  std::filesystem::path config;        ///< the file `attnlab train --config` reads
+  std::vector<std::string> includes;   ///< what `config` includes: the base, then the tier file
+  std::vector<std::pair<std::string, std::string>> point;  ///< the grid values of this run, in grid order
+  std::vector<std::string> overrides;  ///< every --set, in order: threads, sweep set, grid point, out_dir
+  RunConfig resolved;                  ///< the config the trainer will run
+  std::string config_hash;             ///< config_hash(resolved), compared with final.json's
+};
+
+/// Expands the grid (the cartesian product, tier axis first in file order) into runs and resolves
+/// each run's config exactly as `attnlab train` will. Writes nothing outside a temporary directory.
+/// Throws SweepError on duplicate names, ConfigError (naming the run) on an invalid config.
+std::vector<SweepRun> expand_sweep(const SweepSpec& spec);
+
+/// <out>/configs/<tier>.yaml: the file that includes the base and the tier (tier-less sweeps use the
+/// base directly). Writes every run's config file; returns nothing new.
+void write_run_configs(const SweepSpec& spec, const std::vector<SweepRun>& runs);
+
+/// `attnlab train` arguments of a run (argv[1...]): train --config <file> --set k=v ...
+std::vector<std::string> train_arguments(const SweepRun& run);
+
+/// The manifest (<out>/manifest.json): the sweep, and per run its name, grid point, overrides,
+/// command, config hash and current state. Written atomically whenever a run changes state.
+nlohmann::json manifest_json(const SweepSpec& spec, const std::vector<SweepRun>& runs,
+                             const std::vector<RunState>& states, const std::filesystem::path& executable);
+void write_manifest(const SweepSpec& spec, const nlohmann::json& manifest);
+
+/// Every run's state (inspect_run against its expected config hash).
+std::vector<RunState> inspect_runs(const std::vector<SweepRun>& runs);
+
+struct SweepOptions {
+  std::filesystem::path executable;  ///< the attnlab binary the workers run (the CLI: /proc/self/exe)
+  int64_t workers = 0;               ///< concurrent runs; 0 = default_workers()
+  int64_t gpus = 0;                  ///< > 0: worker slot k gets CUDA_VISIBLE_DEVICES = k-th device
+  std::function<void(const std::string&)> log;  ///< progress lines (default: spdlog info)
+};
+
+struct SweepOutcome {
+  int64_t skipped = 0;    ///< already finished
+  int64_t finished = 0;   ///< finished in this invocation
+  int64_t failed = 0;     ///< exited with an error (their logs say why); the others still ran
+  int64_t interrupted = 0;
+  int signal = 0;         ///< SIGINT / SIGTERM that stopped the sweep, or 0
+  int exit_code() const;  ///< 0 all done, 128 + signal when stopped, 1 when a run failed
+};
+
+/// max(1, cores / threads per run), or the GPU count when `gpus` > 0: workers that fit the machine.
+int64_t default_workers(const std::vector<SweepRun>& runs, int64_t gpus);
+
+/// Runs every unfinished run with `workers` concurrent child processes (`executable train ...`,
+/// output appended to <out>/logs/<name with '/' as '_'>.log), skipping finished ones; an
+/// interrupted run resumes by itself from its checkpoint. SIGINT / SIGTERM are forwarded to the
+/// children; no new run starts, and the sweep returns once they have checkpointed and exited.
+/// Rewrites the manifest at every change. Throws SweepError if a child cannot be started.
+SweepOutcome run_sweep(const SweepSpec& spec, const std::vector<SweepRun>& runs, const SweepOptions& options);
+
+/// Writes <out>/slurm/<name>.sbatch: a job array with one task per run (in manifest order) that runs
+/// the same `executable train ...` command, requeues itself when interrupted (--requeue, and a USR1
+/// sent before the time limit), and so resumes from the last checkpoint. Returns the script's path.
+std::filesystem::path emit_slurm(const SweepSpec& spec, const std::vector<SweepRun>& runs,
+                                 const std::filesystem::path& executable);
+
+}  // namespace attnlab

@@ -1,0 +1,161 @@
+// Grid -> runs. A run's name comes from its resolved config (tier, arm, seed) plus the other grid
+// keys, so it stays the same however the grid is written or reordered.
+#include <stdlib.h>
+
+#include <fstream>
+#include <set>
+
+#include <yaml-cpp/yaml.h>
+
+#include "attnlab/sweep.h"
+#include "checkpoint/posix_fs.h"
+
+namespace attnlab {
+namespace fs = std::filesystem;
+namespace {
+
+using Point = std::vector<std::pair<std::string, std::string>>;
+
+const GridAxis* find_axis(const SweepSpec& spec, const std::string& key) {
+  for (const auto& axis : spec.grid)
+    if (axis.key == key) return &axis;
+  return nullptr;
+}
+
+// Cartesian product, tier outermost (per-tier lists depend on it), then file order, last fastest.
+std::vector<Point> grid_points(const SweepSpec& spec) {
+  std::vector<Point> points;
+  const GridAxis* tier_axis = find_axis(spec, "tier");
+  const std::vector<std::string> tiers = tier_axis ? tier_axis->values : std::vector<std::string>{""};
+  for (const auto& tier : tiers) {
+    std::vector<Point> partial = {tier_axis ? Point{{"tier", tier}} : Point{}};
+    for (const auto& axis : spec.grid) {
+      if (axis.key == "tier") continue;
+      const auto& values = axis.per_tier.empty() ? axis.values : axis.per_tier.at(tier);
+      std::vector<Point> next;
+      for (const auto& p : partial)
+        for (const auto& v : values) {
+          next.push_back(p);
+          next.back().emplace_back(axis.key, v);
+        }
+      partial = std::move(next);
+    }
+    points.insert(points.end(), partial.begin(), partial.end());
+  }
+  return points;
+}
+
+std::string includes_yaml(const SweepSpec& spec, const std::vector<std::string>& includes) {
+  YAML::Emitter out;
+  out << YAML::BeginMap << YAML::Key << "include" << YAML::Value << YAML::BeginSeq;
+  for (const auto& inc : includes) out << inc;
+  out << YAML::EndSeq << YAML::EndMap;
+  return "# Written by attnlab sweep from " + spec.file.string() + ": the base config, then the tier (later keys win).\n" +
+         out.c_str() + "\n";
+}
+
+std::string path_safe(std::string s) {
+  for (char& c : s)
+    if (c == '/' || c == ' ' || c == '\\') c = '_';
+  return s;
+}
+
+// Fills name / variant / out_dir from the resolved config and the non-(tier, arm, seed) grid keys.
+void name_run(const SweepSpec& spec, SweepRun& run) {
+  std::string variant;
+  for (const auto& [key, value] : run.point) {
+    if (key == "tier" || key == "model.arm" || key == "seed") continue;
+    variant += (variant.empty() ? "" : "/") + path_safe(key + "-" + value);
+  }
+  const auto& cfg = run.resolved;
+  run.variant = variant;
+  run.name = cfg.tier + "/" + cfg.model.arm + (variant.empty() ? "" : "/" + variant) + "/s" + std::to_string(cfg.seed);
+  run.out_dir = spec.out / run.name;
+}
+
+// A scratch directory for the tier files while resolving (expansion must not write into `out`).
+struct ScratchDir {
+  fs::path path;
+  ScratchDir() {
+    std::string tmpl = (fs::temp_directory_path() / "attnlab_sweep_XXXXXX").string();
+    if (!::mkdtemp(tmpl.data())) throw SweepError("cannot create a temporary directory in " + fs::temp_directory_path().string());
+    path = tmpl;
+  }
+  ~ScratchDir() { detail::remove_tree(path); }  // not fs::remove_all: libtorch.so's copy crashes (posix_fs.h)
+};
+
+SweepRun resolve_run(const SweepSpec& spec, const Point& point, const fs::path& scratch) {
+  SweepRun run;
+  run.point = point;
+  run.includes = {spec.base.string()};
+  fs::path config = spec.base;
+  std::string tier;
+  for (const auto& [key, value] : point)
+    if (key == "tier") tier = value;
+  if (!tier.empty()) {
+    run.includes.push_back((spec.tiers_dir / (tier + ".yaml")).string());
+    run.config = spec.out / "configs" / (tier + ".yaml");
+    config = scratch / (tier + ".yaml");
+    std::ofstream(config) << includes_yaml(spec, run.includes);
+  } else {
+    run.config = spec.base;
+  }
+  run.overrides.push_back("train.threads=" + std::to_string(spec.threads_per_run));
+  run.overrides.insert(run.overrides.end(), spec.set.begin(), spec.set.end());
+  for (const auto& [key, value] : point)
+    if (key != "tier") run.overrides.push_back(key + "=" + value);
+  try {
+    run.resolved = load_run_config(config, run.overrides);
+  } catch (const ConfigError& e) {
+    std::string where;
+    for (const auto& [key, value] : point) where += " " + key + "=" + value;
+    throw ConfigError(spec.file.string() + ": run" + where + ": " + e.what());
+  }
+  name_run(spec, run);
+  run.overrides.push_back("out_dir=" + run.out_dir.string());
+  run.resolved.out_dir = run.out_dir.string();
+  run.config_hash = config_hash(run.resolved);
+  return run;
+}
+
+}  // namespace
+
+std::vector<SweepRun> expand_sweep(const SweepSpec& spec) {
+  ScratchDir scratch;
+  std::vector<SweepRun> runs;
+  std::set<std::string> names;
+  for (const auto& point : grid_points(spec)) {
+    runs.push_back(resolve_run(spec, point, scratch.path));
+    if (!names.insert(runs.back().name).second)
+      throw SweepError(spec.file.string() + ": two grid points give the run " + runs.back().name +
+                       " (a value listed twice?)");
+  }
+  return runs;
+}
+
+void write_run_configs(const SweepSpec& spec, const std::vector<SweepRun>& runs) {
+  for (const auto& run : runs) {
+    if (run.includes.size() < 2) continue;
+    fs::create_directories(run.config.parent_path());
+    std::ofstream out(run.config);
+    out << includes_yaml(spec, run.includes);
+    if (!out) throw SweepError(run.config.string() + ": cannot write");
+  }
+}
+
+std::vector<std::string> train_arguments(const SweepRun& run) {
+  std::vector<std::string> args = {"train", "--config", run.config.string()};
+  for (const auto& o : run.overrides) {
+    args.push_back("--set");
+    args.push_back(o);
+  }
+  return args;
+}
+
+std::vector<RunState> inspect_runs(const std::vector<SweepRun>& runs) {
+  std::vector<RunState> states;
+  for (const auto& run : runs) states.push_back(inspect_run(run.out_dir, run.config_hash));
+  return states;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,68 @@
+// <out>/manifest.json: every run of the sweep with what it runs and where it stands, so `attnlab
+// report` can name runs that never produced a final.json.
+#include <chrono>
+#include <ctime>
+
+#include <nlohmann/json.hpp>
+
+#include "attnlab/sweep.h"
+#include "train/run_dir.h"
+
+namespace attnlab {
+namespace fs = std::filesystem;
+namespace {
+
+std::string utc_now() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+nlohmann::json run_json(const SweepRun& run, const RunState& state, const fs::path& executable) {
+  nlohmann::json point = nlohmann::json::object();
+  for (const auto& [key, value] : run.point) point[key] = value;
+  std::vector<std::string> command = {executable.string()};
+  for (const auto& arg : train_arguments(run)) command.push_back(arg);
+  nlohmann::json j = {{"name", run.name},
+                      {"out_dir", run.out_dir.string()},
+                      {"tier", run.resolved.tier},
+                      {"arm", run.resolved.model.arm},
+                      {"seed", run.resolved.seed},
+                      {"variant", run.variant},
+                      {"grid", point},
+                      {"config", run.config.string()},
+                      {"overrides", run.overrides},
+                      {"command", command},
+                      {"config_hash", run.config_hash},
+                      {"total_steps", run.resolved.total_steps()},
+                      {"status", to_string(state.status)},
+                      {"step", state.step}};
+  if (state.status == RunStatus::finished) j["final_val_loss"] = state.final_json["final_val_loss"];
+  if (!state.detail.empty()) j["detail"] = state.detail;
+  return j;
+}
+
+}  // namespace
+
+nlohmann::json manifest_json(const SweepSpec& spec, const std::vector<SweepRun>& runs,
+                             const std::vector<RunState>& states, const fs::path& executable) {
+  nlohmann::json list = nlohmann::json::array();
+  for (size_t i = 0; i < runs.size(); ++i) list.push_back(run_json(runs[i], states[i], executable));
+  return {{"format", "attnlab-sweep-manifest"},
+          {"version", 1},
+          {"sweep", spec.name},
+          {"sweep_file", fs::absolute(spec.file).lexically_normal().string()},
+          {"base", spec.base.string()},
+          {"out", spec.out.string()},
+          {"working_directory", fs::current_path().string()},
+          {"updated", utc_now()},
+          {"runs", list}};
+}
+
+void write_manifest(const SweepSpec& spec, const nlohmann::json& manifest) {
+  fs::create_directories(spec.out);
+  run_dir::write_atomically(spec.out / "manifest.json", manifest.dump(2) + "\n");
+}
+
+}  // namespace attnlab

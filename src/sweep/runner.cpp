@@ -1,0 +1,206 @@
+// The local sweep runner: a pool of `attnlab train` child processes. The trainer does the hard
+// parts (claiming the directory, resuming, checkpointing on a signal); the runner only decides what
+// to start, forwards signals and keeps the manifest current.
+#include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <deque>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "attnlab/sweep.h"
+#include "sweep/child_process.h"
+#include "train/signals.h"
+
+namespace attnlab {
+namespace fs = std::filesystem;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Worker {
+  pid_t pid;
+  size_t run;
+  int64_t slot;
+  Clock::time_point started;
+};
+
+int64_t usable_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  return std::max<int64_t>(1, std::thread::hardware_concurrency());
+}
+
+fs::path log_path(const SweepSpec& spec, const SweepRun& run) {
+  std::string flat = run.name;
+  std::replace(flat.begin(), flat.end(), '/', '_');
+  return spec.out / "logs" / (flat + ".log");
+}
+
+// The last non-empty line of a worker's log: usually the trainer's one-line error.
+std::string last_line(const fs::path& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return last;
+}
+
+// Devices a worker slot may use: CUDA_VISIBLE_DEVICES's list if set, else 0..gpus-1.
+std::vector<std::string> gpu_ids(int64_t gpus) {
+  std::vector<std::string> ids;
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible && *visible) {
+    std::stringstream ss(visible);
+    for (std::string id; std::getline(ss, id, ',');) ids.push_back(id);
+  }
+  if (ids.empty())
+    for (int64_t i = 0; i < gpus; ++i) ids.push_back(std::to_string(i));
+  return ids;
+}
+
+class Pool {
+ public:
+  Pool(const SweepSpec& spec, const std::vector<SweepRun>& runs, const SweepOptions& options)
+      : spec_(spec), runs_(runs), options_(options), states_(inspect_runs(runs)) {
+    log_ = options.log ? options.log : [](const std::string& line) { spdlog::info("{}", line); };
+    workers_ = options.workers > 0 ? options.workers : default_workers(runs, options.gpus);
+    if (options.gpus > 0) gpus_ = gpu_ids(options.gpus);
+    slots_.assign(static_cast<size_t>(workers_), false);
+  }
+
+  SweepOutcome run() {
+    write_run_configs(spec_, runs_);
+    fs::create_directories(spec_.out / "logs");
+    std::deque<size_t> queue;
+    for (size_t i = 0; i < runs_.size(); ++i) {
+      if (states_[i].status == RunStatus::finished) ++outcome_.skipped;
+      else queue.push_back(i);
+    }
+    log_(fmt::format("sweep {}: {} runs, {} finished, {} to run with {} worker(s); logs in {}", spec_.name,
+                     runs_.size(), outcome_.skipped, queue.size(), workers_, (spec_.out / "logs").string()));
+    publish();
+    signals::StopRequestScope stop_scope;
+    while ((!outcome_.signal && !queue.empty()) || !active_.empty()) {
+      forward_stop();
+      while (!outcome_.signal && !queue.empty() && static_cast<int64_t>(active_.size()) < workers_) {
+        start(queue.front());
+        queue.pop_front();
+      }
+      reap();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    states_ = inspect_runs(runs_);
+    publish();
+    log_(fmt::format("sweep {}: {} finished now, {} already finished, {} failed, {} interrupted, {} not started",
+                     spec_.name, outcome_.finished, outcome_.skipped, outcome_.failed, outcome_.interrupted,
+                     queue.size()));
+    return outcome_;
+  }
+
+ private:
+  void publish() { write_manifest(spec_, manifest_json(spec_, runs_, states_, options_.executable)); }
+
+  int64_t free_slot() {
+    const auto it = std::find(slots_.begin(), slots_.end(), false);
+    *it = true;
+    return it - slots_.begin();
+  }
+
+  void start(size_t i) {
+    const auto& run = runs_[i];
+    const int64_t slot = free_slot();
+    std::vector<std::string> env;
+    if (!gpus_.empty()) env.push_back("CUDA_VISIBLE_DEVICES=" + gpus_[static_cast<size_t>(slot) % gpus_.size()]);
+    const auto& state = states_[i];
+    const pid_t pid = process::spawn(options_.executable, train_arguments(run), log_path(spec_, run), env);
+    active_.push_back({pid, i, slot, Clock::now()});
+    log_(fmt::format("start {} ({}){}", run.name,
+                     state.status == RunStatus::not_started ? "new" : describe(state),
+                     gpus_.empty() ? "" : " on GPU " + gpus_[static_cast<size_t>(slot) % gpus_.size()]));
+  }
+
+  // First stop request: pass it to every child (a terminal's Ctrl-C reaches them anyway; a SIGTERM
+  // sent to the sweep alone does not) and start no more runs.
+  void forward_stop() {
+    const int sig = signals::stop_requested();
+    if (!sig || outcome_.signal) return;
+    outcome_.signal = sig;
+    for (const auto& w : active_) ::kill(w.pid, sig);
+    log_(fmt::format("signal {}: waiting for {} run(s) to checkpoint; re-run the same command to continue", sig,
+                     active_.size()));
+  }
+
+  void reap() {
+    for (auto it = active_.begin(); it != active_.end();) {
+      const auto code = process::poll_exit(it->pid);
+      if (!code) {
+        ++it;
+        continue;
+      }
+      finish(*it, *code);
+      slots_[static_cast<size_t>(it->slot)] = false;
+      it = active_.erase(it);
+      publish();
+    }
+  }
+
+  void finish(const Worker& w, int code) {
+    const auto& run = runs_[w.run];
+    states_[w.run] = inspect_run(run.out_dir, run.config_hash);
+    const auto& state = states_[w.run];
+    const double secs = std::chrono::duration<double>(Clock::now() - w.started).count();
+    if (code == 0 && state.status == RunStatus::finished) {
+      ++outcome_.finished;
+      log_(fmt::format("done  {} in {:.0f}s: val loss {:.4f}", run.name, secs, state.final_json["final_val_loss"].get<double>()));
+    } else if (code >= 128) {
+      ++outcome_.interrupted;
+      log_(fmt::format("stopped {} ({}, exit {})", run.name, describe(state), code));
+    } else {
+      ++outcome_.failed;
+      log_(fmt::format("FAILED {} (exit {}, {}): {} [log {}]", run.name, code, describe(state),
+                       last_line(log_path(spec_, run)), log_path(spec_, run).string()));
+    }
+  }
+
+  const SweepSpec& spec_;
+  const std::vector<SweepRun>& runs_;
+  const SweepOptions& options_;
+  std::vector<RunState> states_;
+  std::function<void(const std::string&)> log_;
+  int64_t workers_ = 1;
+  std::vector<std::string> gpus_;
+  std::vector<bool> slots_;
+  std::vector<Worker> active_;
+  SweepOutcome outcome_;
+};
+
+}  // namespace
+
+int SweepOutcome::exit_code() const {
+  if (signal) return 128 + signal;
+  return failed > 0 ? 1 : 0;
+}
+
+int64_t default_workers(const std::vector<SweepRun>& runs, int64_t gpus) {
+  if (gpus > 0) return gpus;
+  const int64_t cores = usable_cores();
+  int64_t threads = 1;
+  for (const auto& run : runs) threads = std::max(threads, run.resolved.train.threads > 0 ? run.resolved.train.threads : cores);
+  return std::max<int64_t>(1, cores / threads);
+}
+
+SweepOutcome run_sweep(const SweepSpec& spec, const std::vector<SweepRun>& runs, const SweepOptions& options) {
+  if (options.executable.empty() || !fs::exists(options.executable))
+    throw SweepError("sweep: the attnlab binary '" + options.executable.string() + "' does not exist");
+  return Pool(spec, runs, options).run();
+}
+
+}  // namespace attnlab

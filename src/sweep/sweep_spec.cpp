@@ -1,0 +1,127 @@
+// Reading a sweep file (docs/sweeps.md). Values stay YAML text: they become `--set key=value`
+// arguments, which the run config parses exactly as it would from the command line.
+#include <set>
+
+#include <yaml-cpp/yaml.h>
+
+#include "attnlab/sweep.h"
+
+namespace attnlab {
+namespace fs = std::filesystem;
+namespace {
+
+const std::set<std::string> kSweepKeys = {"name", "base", "tiers_dir", "out", "threads_per_run", "set", "grid", "slurm"};
+
+// A node as the text `--set` would take: scalars verbatim, anything else in flow style.
+std::string yaml_text(const YAML::Node& node) {
+  if (node.IsScalar()) return node.Scalar();
+  YAML::Emitter out;
+  out << YAML::Flow << node;
+  return out.c_str();
+}
+
+std::vector<std::string> scalar_list(const YAML::Node& node, const std::string& where) {
+  if (node.IsScalar()) return {node.Scalar()};
+  if (!node.IsSequence() || node.size() == 0) throw SweepError(where + ": expected a non-empty list of values");
+  std::vector<std::string> values;
+  for (const auto& item : node) values.push_back(yaml_text(item));
+  return values;
+}
+
+GridAxis read_axis(const std::string& key, const YAML::Node& node, const std::string& file) {
+  GridAxis axis{key, {}, {}};
+  const std::string where = file + ": grid." + key;
+  if (!node.IsMap()) {
+    axis.values = scalar_list(node, where);
+    return axis;
+  }
+  if (key == "tier") throw SweepError(where + ": tier takes a list, not a per-tier mapping");
+  for (const auto& kv : node) {
+    const auto tier = kv.first.as<std::string>();
+    axis.per_tier[tier] = scalar_list(kv.second, where + "." + tier);
+  }
+  return axis;
+}
+
+// Every key=value of `set:` (a mapping of dotted keys, or a list of "key=value" strings).
+std::vector<std::string> read_set(const YAML::Node& node, const std::string& file) {
+  std::vector<std::string> set;
+  if (node.IsMap()) {
+    for (const auto& kv : node) set.push_back(kv.first.as<std::string>() + "=" + yaml_text(kv.second));
+  } else if (node.IsSequence()) {
+    for (const auto& item : node) set.push_back(item.as<std::string>());
+  } else {
+    throw SweepError(file + ": set: expected a mapping of key: value");
+  }
+  return set;
+}
+
+fs::path resolve_against(const fs::path& dir, const std::string& p) {
+  return (fs::path(p).is_absolute() ? fs::path(p) : fs::absolute(dir / p)).lexically_normal();
+}
+
+void check_grid(const SweepSpec& spec) {
+  const GridAxis* tier = nullptr;
+  for (const auto& axis : spec.grid)
+    if (axis.key == "tier") tier = &axis;
+  for (const auto& axis : spec.grid) {
+    if (axis.per_tier.empty()) continue;
+    if (!tier) throw SweepError(spec.file.string() + ": grid." + axis.key + ": per-tier values need a grid.tier list");
+    for (const auto& t : tier->values)
+      if (!axis.per_tier.count(t))
+        throw SweepError(spec.file.string() + ": grid." + axis.key + ": no values for tier " + t);
+  }
+  if (tier) {
+    for (const auto& t : tier->values)
+      if (!fs::exists(spec.tiers_dir / (t + ".yaml")))
+        throw SweepError(spec.file.string() + ": grid.tier: " + (spec.tiers_dir / (t + ".yaml")).string() +
+                         " not found");
+  }
+}
+
+}  // namespace
+
+SweepSpec load_sweep(const fs::path& path) {
+  const std::string file = path.string();
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(file);
+  } catch (const YAML::Exception& e) {
+    throw SweepError(file + ": " + e.what());
+  }
+  if (!root.IsMap()) throw SweepError(file + ": a sweep file must be a mapping of keys");
+  for (const auto& kv : root)
+    if (!kSweepKeys.count(kv.first.as<std::string>()))
+      throw SweepError(file + ": " + kv.first.as<std::string>() + ": unknown key (known: name, base, tiers_dir, out, "
+                       "threads_per_run, set, grid, slurm)");
+  for (const char* key : {"base", "out", "grid"})
+    if (!root[key]) throw SweepError(file + ": " + key + ": required");
+  if (!root["grid"].IsMap()) throw SweepError(file + ": grid: expected a mapping of key: [values]");
+
+  SweepSpec spec;
+  const fs::path dir = fs::absolute(path).parent_path();
+  spec.file = path;
+  spec.name = root["name"] ? root["name"].as<std::string>() : path.stem().string();
+  spec.base = resolve_against(dir, root["base"].as<std::string>());
+  if (!fs::exists(spec.base)) throw SweepError(file + ": base: " + spec.base.string() + " not found");
+  spec.tiers_dir = resolve_against(dir, root["tiers_dir"] ? root["tiers_dir"].as<std::string>() : "../tiers");
+  spec.out = root["out"].as<std::string>();
+  if (root["threads_per_run"]) {
+    try {
+      spec.threads_per_run = root["threads_per_run"].as<int64_t>();
+    } catch (const YAML::Exception&) {
+      throw SweepError(file + ": threads_per_run: expected an integer");
+    }
+    if (spec.threads_per_run < 1) throw SweepError(file + ": threads_per_run: must be at least 1");
+  }
+  if (root["set"]) spec.set = read_set(root["set"], file);
+  for (const auto& kv : root["grid"]) spec.grid.push_back(read_axis(kv.first.as<std::string>(), kv.second, file));
+  if (root["slurm"]) {
+    if (!root["slurm"].IsMap()) throw SweepError(file + ": slurm: expected a mapping of sbatch option: value");
+    for (const auto& kv : root["slurm"]) spec.slurm.emplace_back(kv.first.as<std::string>(), yaml_text(kv.second));
+  }
+  check_grid(spec);
+  return spec;
+}
+
+}  // namespace attnlab

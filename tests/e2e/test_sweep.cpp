@@ -1,0 +1,190 @@
+// End to end: sweeps of tiny runs through the real `attnlab` binary (the one this build made).
+// A crashed sweep (one run finished, one stopped mid-way) completes on re-run without redoing the
+// finished run; SIGTERM to the sweep reaches its workers, which checkpoint; the Slurm script's
+// task runs the same command; and the report pairs what the sweep made.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "attnlab/report.h"
+#include "attnlab/sweep.h"
+#include "attnlab/trainer.h"
+#include "unit/shard_files.h"
+
+namespace attnlab {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ShardSpec;
+
+const fs::path kAttnlab = fs::path(ATTNLAB_BINARY_DIR) / "attnlab";
+
+std::vector<nlohmann::json> metrics(const fs::path& run) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(run / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+std::string read(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// `attnlab sweep ...` as a child process; returns its pid.
+pid_t start_cli(const std::vector<std::string>& args, const fs::path& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    std::vector<char*> argv = {const_cast<char*>(kAttnlab.c_str())};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(kAttnlab.c_str(), argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+int exit_code(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+class SweepE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fs::exists(kAttnlab)) << kAttnlab << " not built";
+    fs::create_directories(dir() / "data");
+    fs::create_directories(dir() / "tiers");
+    fs::create_directories(dir() / "sweeps");
+    tmp_.write_shard("data/toy_val_000000.bin", ShardSpec{testing::iota_tokens(4096, 1, 64)});
+    tmp_.write_shard("data/toy_train_000001.bin", ShardSpec{testing::iota_tokens(40000, 5, 64)});
+    tmp_.write_text("data/tokenizer.json", R"({"tokenizer": "bytes", "vocab_size": 64})");
+    std::ofstream(dir() / "base.yaml")
+        << "data: {train: '" << (dir() / "data/*_train_*.bin").string() << "', val: '"
+        << (dir() / "data/*_val_*.bin").string() << "', val_tokens: 1024}\n"
+        << "train: {batch_size: 4, seq_len: 16, tokens_per_step: 64, device: cpu}\n"
+        << "optim: {lr: 0.01, warmup_steps: 2}\n";
+    std::ofstream(dir() / "tiers/tiny.yaml")
+        << "tier: tiny\nmodel: {n_layer: 1, n_head: 2, d_model: 32, block_size: 32, vocab_size: 64}\n";
+  }
+  fs::path dir() const { return tmp_.path(); }
+  fs::path sweep_file(int64_t steps, const std::string& seeds, int64_t checkpoint_every = 3) {
+    const fs::path file = dir() / "sweeps/toy.yaml";
+    std::ofstream(file) << "base: ../base.yaml\nout: " << (dir() / "out").string() << "\nset:\n  train.max_steps: " << steps
+                        << "\n  eval.every: 4\n  checkpoint.every: " << checkpoint_every << "\ngrid:\n  tier: [tiny]\n  model.arm: [baseline, sink_logit]\n"
+                        << "  seed: " << seeds << "\n";
+    return file;
+  }
+  testing::TempDir tmp_;
+};
+
+TEST_F(SweepE2E, CrashedSweepCompletesOnRerunWithoutRedoingFinishedRuns) {
+  const auto spec = load_sweep(sweep_file(12, "[1, 2]"));
+  const auto runs = expand_sweep(spec);
+  ASSERT_EQ(runs.size(), 4u);
+  // The state a crash leaves: baseline/s1 finished, baseline/s2 stopped at step 5, the rest untouched.
+  ASSERT_EQ(runs[0].name, "tiny/baseline/s1");
+  ASSERT_EQ(train(runs[0].resolved).status, TrainStatus::finished);
+  TrainOptions stop;
+  stop.stop_after_steps = 5;
+  ASSERT_EQ(train(runs[1].resolved, stop).status, TrainStatus::interrupted);
+  const std::string finished_before = read(runs[0].out_dir / "final.json");
+  const auto finished_mtime = fs::last_write_time(runs[0].out_dir / "final.json");
+
+  std::vector<std::string> log;
+  SweepOptions options;
+  options.executable = kAttnlab;
+  options.workers = 2;
+  options.log = [&](const std::string& line) { log.push_back(line); };
+  const auto outcome = run_sweep(spec, runs, options);
+  EXPECT_EQ(outcome.exit_code(), 0);
+  EXPECT_EQ(outcome.skipped, 1);
+  EXPECT_EQ(outcome.finished, 3);
+  EXPECT_EQ(outcome.failed, 0);
+  EXPECT_EQ(read(runs[0].out_dir / "final.json"), finished_before);
+  EXPECT_EQ(fs::last_write_time(runs[0].out_dir / "final.json"), finished_mtime);
+  EXPECT_FALSE(fs::exists(spec.out / "logs/tiny_baseline_s1.log")) << "the finished run was started again";
+  // The stopped run resumed from its checkpoint: each step logged once.
+  const auto lines = metrics(runs[1].out_dir);
+  ASSERT_EQ(lines.size(), 12u);
+  for (size_t i = 0; i < lines.size(); ++i) EXPECT_EQ(lines[i]["step"], int64_t(i + 1));
+  EXPECT_NE(read(spec.out / "logs/tiny_baseline_s2.log").find("resume: from"), std::string::npos);
+  for (const auto& state : inspect_runs(runs)) EXPECT_EQ(state.status, RunStatus::finished);
+  const auto manifest = nlohmann::json::parse(read(spec.out / "manifest.json"));
+  for (const auto& run : manifest["runs"]) EXPECT_EQ(run["status"], "finished") << run["name"];
+
+  // Again: nothing to do.
+  const auto again = run_sweep(spec, runs, options);
+  EXPECT_EQ(again.skipped, 4);
+  EXPECT_EQ(again.finished, 0);
+
+  // The report pairs the sweep's runs: same seed, tier and validation data.
+  const auto report = build_report(spec.out, false);
+  ASSERT_EQ(report.groups.size(), 1u);
+  EXPECT_EQ(report.groups[0].differences[0].contrast.id, "zero_option");
+  EXPECT_EQ(report.groups[0].differences[0].stats.n, 2);
+  EXPECT_TRUE(report.groups[0].differences[0].skipped.empty());
+}
+
+TEST_F(SweepE2E, SigtermReachesTheWorkersAndTheSameCommandFinishes) {
+  const fs::path file = sweep_file(300, "[1]", 50);
+  const fs::path log = dir() / "sweep.log";
+  const fs::path first_run = dir() / "out/tiny/baseline/s1";
+  const pid_t pid = start_cli({"sweep", "--config", file.string(), "--workers", "1"}, log);
+  // Wait for the first run to be under way, then stop the sweep (only the sweep: it must forward).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (metrics(first_run).size() < 3 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_GE(metrics(first_run).size(), 3u) << read(log);
+  ::kill(pid, SIGTERM);
+  EXPECT_EQ(exit_code(pid), 128 + SIGTERM) << read(log);
+  const auto stopped = inspect_run(first_run);
+  if (stopped.status == RunStatus::partial) {
+    EXPECT_GE(stopped.step, 3) << "the worker checkpointed when stopped";
+  }
+  EXPECT_EQ(inspect_run(dir() / "out/tiny/sink_logit/s1").status, RunStatus::not_started) << "no run starts after a stop";
+  EXPECT_NE(read(log).find("signal 15"), std::string::npos) << read(log);
+
+  // The same command finishes the grid; every step of the stopped run is logged once.
+  EXPECT_EQ(exit_code(start_cli({"sweep", "--config", file.string(), "--workers", "1"}, log)), 0) << read(log);
+  const auto lines = metrics(first_run);
+  ASSERT_EQ(lines.size(), 300u);
+  for (size_t i = 0; i < lines.size(); ++i) ASSERT_EQ(lines[i]["step"], int64_t(i + 1));
+  EXPECT_EQ(inspect_run(dir() / "out/tiny/sink_logit/s1").status, RunStatus::finished);
+
+  // --dry-run reports them finished; report runs from the CLI too.
+  EXPECT_EQ(exit_code(start_cli({"sweep", "--config", file.string(), "--dry-run"}, dir() / "dry.log")), 0);
+  EXPECT_NE(read(dir() / "dry.log").find("2 finished, 0 partial, 0 stale, 0 not started"), std::string::npos)
+      << read(dir() / "dry.log");
+  EXPECT_EQ(exit_code(start_cli({"report", (dir() / "out").string(), "--format", "csv"}, dir() / "report.log")), 0)
+      << read(dir() / "report.log");
+  EXPECT_TRUE(fs::exists(dir() / "out/report/differences.csv"));
+}
+
+TEST_F(SweepE2E, SlurmTaskRunsTheSameTrainCommand) {
+  const auto spec = load_sweep(sweep_file(6, "[1]"));
+  const auto runs = expand_sweep(spec);
+  const auto script = emit_slurm(spec, runs, kAttnlab);
+  // Outside Slurm: choose the array task by hand; no SLURM_ARRAY_JOB_ID, so no requeue.
+  const std::string cmd = "env -u SLURM_ARRAY_JOB_ID SLURM_ARRAY_TASK_ID=1 bash " + script.string() + " > " +
+                          (dir() / "task.log").string() + " 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << read(dir() / "task.log");
+  EXPECT_EQ(inspect_run(runs[1].out_dir, runs[1].config_hash).status, RunStatus::finished) << read(dir() / "task.log");
+  EXPECT_EQ(inspect_run(runs[0].out_dir).status, RunStatus::not_started);
+}
+
+}  // namespace
+}  // namespace attnlab

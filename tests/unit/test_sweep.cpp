@@ -1,0 +1,176 @@
+// Sweep files: grid expansion into stable names and overrides, per-tier seed lists, the run states
+// `--dry-run` prints, the manifest, the Slurm script, and the shipped sweeps.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "attnlab/sweep.h"
+#include "unit/shard_files.h"
+
+namespace attnlab {
+namespace {
+
+namespace fs = std::filesystem;
+
+class SweepTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fs::create_directories(dir() / "tiers");
+    fs::create_directories(dir() / "sweeps");
+    write("base.yaml", "seed: 1\nmodel: {arm: baseline}\ndata: {train: 'x_train_*.bin', val: 'x_val_*.bin'}\n"
+                       "train: {batch_size: 2, seq_len: 16, max_steps: 10}\n");
+    write("tiers/small.yaml", "tier: small\nmodel: {n_layer: 1, n_head: 2, d_model: 32, block_size: 32, vocab_size: 64}\n");
+    write("tiers/big.yaml", "tier: big\nmodel: {n_layer: 2, n_head: 2, d_model: 64, block_size: 32, vocab_size: 64}\n");
+  }
+  fs::path dir() const { return tmp_.path(); }
+  fs::path write(const std::string& name, const std::string& text) {
+    std::ofstream(dir() / name) << text;
+    return dir() / name;
+  }
+  // A sweep file in sweeps/, whose output root is <tmp>/out.
+  SweepSpec sweep(const std::string& body) {
+    return load_sweep(write("sweeps/s.yaml", "base: ../base.yaml\nout: " + (dir() / "out").string() + "\n" + body));
+  }
+  std::string error_of(const std::string& body) {
+    try {
+      expand_sweep(sweep(body));
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "no error";
+  }
+  testing::TempDir tmp_;
+};
+
+TEST_F(SweepTest, GridExpandsTierFirstWithStableNamesAndOverrides) {
+  const auto spec = sweep("set: {optim.lr: 0.002}\ngrid:\n  model.arm: [baseline, combo2]\n  seed: [1, 2]\n  tier: [small, big]\n");
+  const auto runs = expand_sweep(spec);
+  ASSERT_EQ(runs.size(), 8u);
+  const std::vector<std::string> names = {"small/baseline/s1", "small/baseline/s2", "small/combo2/s1", "small/combo2/s2",
+                                          "big/baseline/s1",   "big/baseline/s2",   "big/combo2/s1",   "big/combo2/s2"};
+  for (size_t i = 0; i < runs.size(); ++i) EXPECT_EQ(runs[i].name, names[i]);
+  const auto& r = runs[6];  // big/combo2/s1
+  EXPECT_EQ(r.out_dir, dir() / "out/big/combo2/s1");
+  EXPECT_EQ(r.config, dir() / "out/configs/big.yaml");
+  EXPECT_EQ(r.includes, (std::vector<std::string>{(dir() / "base.yaml").string(), (dir() / "tiers/big.yaml").string()}));
+  const std::vector<std::string> overrides = {"train.threads=1", "optim.lr=0.002", "model.arm=combo2", "seed=1",
+                                              "out_dir=" + (dir() / "out/big/combo2/s1").string()};
+  EXPECT_EQ(r.overrides, overrides);
+  // Resolved as the trainer will: the tier's dims over the base, the grid over both.
+  EXPECT_EQ(r.resolved.tier, "big");
+  EXPECT_EQ(r.resolved.model.n_layer, 2);
+  EXPECT_EQ(r.resolved.model.arm, "combo2");
+  EXPECT_DOUBLE_EQ(r.resolved.optim.lr, 0.002);
+  EXPECT_EQ(r.resolved.train.threads, 1);
+  EXPECT_EQ(r.config_hash, config_hash(r.resolved));
+  EXPECT_EQ(train_arguments(r)[0], "train");
+  EXPECT_EQ(train_arguments(r)[2], r.config.string());
+  // Same seed and tier, different arm: same everything but the arm.
+  EXPECT_EQ(differing_keys(runs[4].resolved, runs[6].resolved), (std::vector<std::string>{"model.arm", "out_dir"}));
+}
+
+TEST_F(SweepTest, PerTierSeedListsAndExtraKeysInTheName) {
+  const auto runs = expand_sweep(sweep("threads_per_run: 3\ngrid:\n  tier: [small, big]\n  optim.weight_decay: [0.0, 0.1]\n"
+                                       "  seed: {small: [1, 2, 3], big: [7]}\n"));
+  ASSERT_EQ(runs.size(), 8u);  // 2 x 3 + 2 x 1
+  EXPECT_EQ(runs[0].name, "small/baseline/optim.weight_decay-0.0/s1");
+  EXPECT_EQ(runs[0].variant, "optim.weight_decay-0.0");
+  EXPECT_EQ(runs[7].name, "big/baseline/optim.weight_decay-0.1/s7");
+  EXPECT_EQ(runs[7].resolved.seed, 7u);
+  EXPECT_EQ(runs[7].resolved.train.threads, 3);
+  EXPECT_DOUBLE_EQ(runs[7].resolved.optim.weight_decay, 0.1);
+}
+
+TEST_F(SweepTest, WithoutATierAxisTheBaseIsTheConfig) {
+  const auto runs = expand_sweep(sweep("grid: {model.arm: [sink_logit]}\n"));
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].config, dir() / "base.yaml");
+  EXPECT_EQ(runs[0].name, "micro/sink_logit/s1");  // the base names no tier: RunConfig's default
+}
+
+TEST_F(SweepTest, BadSweepsAreRefusedNamingTheKey) {
+  EXPECT_NE(error_of("grid: {tier: [huge]}\n").find("huge.yaml not found"), std::string::npos);
+  EXPECT_NE(error_of("grid: {seed: {small: [1]}}\n").find("per-tier values need a grid.tier list"), std::string::npos);
+  EXPECT_NE(error_of("grid: {tier: [small, big], seed: {small: [1]}}\n").find("no values for tier big"), std::string::npos);
+  EXPECT_NE(error_of("grid: {seed: [1, 1]}\n").find("two grid points give the run micro/baseline/s1"), std::string::npos);
+  EXPECT_NE(error_of("grid: {model.arm: [nonsense]}\n").find("model.arm=nonsense"), std::string::npos);
+  EXPECT_NE(error_of("grid: {seed: [1]}\nworkers: 3\n").find("workers: unknown key"), std::string::npos);
+  EXPECT_NE(error_of("grid: {seed: []}\n").find("grid.seed: expected a non-empty list"), std::string::npos);
+}
+
+TEST_F(SweepTest, DryRunStatesFromTheRunDirectories) {
+  const auto spec = sweep("grid: {tier: [small], seed: [1, 2, 3, 4]}\n");
+  const auto runs = expand_sweep(spec);
+  // s1 finished with this config, s2 stopped after checkpoint 4, s3 finished under another config.
+  auto claim = [&](int i) {
+    fs::create_directories(runs[i].out_dir);
+    std::ofstream(runs[i].out_dir / "config.yaml") << "seed: 1\n";
+  };
+  claim(0), claim(1), claim(2);
+  std::ofstream(runs[0].out_dir / "final.json") << nlohmann::json({{"final_val_loss", 3.5}, {"steps", 10}, {"config_hash", runs[0].config_hash}});
+  fs::create_directories(runs[1].out_dir / "checkpoints/step_000002");
+  fs::create_directories(runs[1].out_dir / "checkpoints/step_000004");
+  std::ofstream(runs[2].out_dir / "final.json") << nlohmann::json({{"final_val_loss", 3.6}, {"steps", 10}, {"config_hash", "0123"}});
+  const auto states = inspect_runs(runs);
+  EXPECT_EQ(states[0].status, RunStatus::finished);
+  EXPECT_EQ(describe(states[0]), "finished (step 10, val 3.5000)");
+  EXPECT_EQ(states[1].status, RunStatus::partial);
+  EXPECT_EQ(describe(states[1]), "partial at step 4");
+  EXPECT_EQ(states[2].status, RunStatus::stale);
+  EXPECT_EQ(states[3].status, RunStatus::not_started);
+  EXPECT_EQ(describe(states[3]), "not started");
+
+  const auto manifest = manifest_json(spec, runs, states, "/opt/attnlab");
+  EXPECT_EQ(manifest["runs"].size(), 4u);
+  EXPECT_EQ(manifest["runs"][1]["status"], "partial");
+  EXPECT_EQ(manifest["runs"][1]["step"], 4);
+  EXPECT_EQ(manifest["runs"][0]["final_val_loss"], 3.5);
+  EXPECT_EQ(manifest["runs"][3]["command"][0], "/opt/attnlab");
+  EXPECT_EQ(manifest["runs"][3]["command"][1], "train");
+  EXPECT_EQ(manifest["runs"][3]["grid"]["seed"], "4");
+  EXPECT_EQ(manifest["runs"][3]["config_hash"], runs[3].config_hash);
+}
+
+TEST_F(SweepTest, SlurmScriptHasOneArrayTaskPerRunWithTheSameCommand) {
+  const auto spec = sweep("grid: {tier: [small], model.arm: [baseline, sink_logit]}\nslurm: {time: '02:00:00', gres: 'gpu:1'}\n");
+  const auto runs = expand_sweep(spec);
+  const auto script = emit_slurm(spec, runs, "/opt/attnlab");
+  std::ifstream in(script);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const char* line : {"#SBATCH --array=0-1\n", "#SBATCH --requeue\n", "#SBATCH --time=02:00:00\n",
+                           "#SBATCH --gres=gpu:1\n", "#SBATCH --cpus-per-task=1\n", "ATTNLAB='/opt/attnlab'\n",
+                           "  1) RUN='small/sink_logit/s1'; ARGS=('train' '--config'", "'--set' 'model.arm=sink_logit'",
+                           "scontrol requeue"})
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n---\n" << text;
+  EXPECT_TRUE(fs::exists(dir() / "out/configs/small.yaml"));
+  EXPECT_EQ(std::system(("bash -n " + script.string()).c_str()), 0) << "the script must parse";
+}
+
+TEST(ShippedSweeps, PaperGridIsNineArmsFourTiersAndThePapersSeeds) {
+  const fs::path root = ATTNLAB_SOURCE_DIR;
+  const auto runs = expand_sweep(load_sweep(root / "configs/sweeps/paper.yaml"));
+  ASSERT_EQ(runs.size(), 9u * (3 + 3 + 3 + 1));
+  std::map<std::string, int> per_tier;
+  for (const auto& r : runs) ++per_tier[r.resolved.tier];
+  EXPECT_EQ(per_tier, (std::map<std::string, int>{{"10m", 27}, {"50m", 27}, {"124m", 27}, {"350m", 9}}));
+  EXPECT_EQ(runs.back().name, "350m/combo2/s1");
+  EXPECT_EQ(runs.back().resolved.model.d_model, 1024);
+  EXPECT_EQ(runs.back().resolved.data.val_tokens, 10485760);  // FineWeb-Edu's fixed validation set
+}
+
+TEST(ShippedSweeps, DemoIsFourArmsTwoSeedsOnTheMicroTier) {
+  const fs::path root = ATTNLAB_SOURCE_DIR;
+  const auto runs = expand_sweep(load_sweep(root / "configs/sweeps/demo.yaml"));
+  ASSERT_EQ(runs.size(), 8u);
+  EXPECT_EQ(runs.front().name, "micro/baseline/s1");
+  EXPECT_EQ(runs.back().name, "micro/combo2/s2");
+  for (const auto& r : runs) {
+    EXPECT_EQ(r.resolved.train.threads, 1);
+    EXPECT_LT(r.resolved.total_steps(), 600);  // cut below the micro tier's budget to fit 20 minutes
+  }
+}
+
+}  // namespace
+}  // namespace attnlab

@@ -1,0 +1,79 @@
+// `attnlab sweep --config configs/sweeps/<name>.yaml [--workers N] [--dry-run] [--emit slurm]`
+#include <iostream>
+#include <map>
+#include <memory>
+
+#include <fmt/format.h>
+#include <torch/cuda.h>
+
+#include "attnlab/sweep.h"
+#include "commands.h"
+
+namespace attnlab::cli {
+namespace {
+namespace fs = std::filesystem;
+
+// GPUs the workers can share out: all visible ones, unless every run is pinned to the CPU.
+int64_t visible_gpus(const std::vector<SweepRun>& runs) {
+  bool wants_gpu = false;
+  for (const auto& run : runs) wants_gpu |= run.resolved.train.device != "cpu";
+  return wants_gpu && torch::cuda::is_available() ? static_cast<int64_t>(torch::cuda::device_count()) : 0;
+}
+
+void print_dry_run(const SweepSpec& spec, const std::vector<SweepRun>& runs, int64_t workers) {
+  const auto states = inspect_runs(runs);
+  std::cout << fmt::format("sweep {}: {} runs under {} (base {}); {} worker(s) by default\n", spec.name, runs.size(),
+                           spec.out.string(), spec.base.string(), workers);
+  std::cout << "every run: --set train.threads=" << spec.threads_per_run;
+  for (const auto& s : spec.set) std::cout << " --set " << s;
+  std::cout << "\n\n";
+  size_t width = 0;
+  for (const auto& run : runs) width = std::max(width, run.name.size());
+  std::map<RunStatus, int> count;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    ++count[states[i].status];
+    std::cout << fmt::format("  {:<{}}  {}\n", runs[i].name, width, describe(states[i]));
+  }
+  std::cout << fmt::format("\n{} finished, {} partial, {} stale, {} not started\n", count[RunStatus::finished],
+                           count[RunStatus::partial], count[RunStatus::stale], count[RunStatus::not_started]);
+}
+
+}  // namespace
+
+void add_sweep_command(CLI::App& app) {
+  struct Args {
+    std::string config, emit;
+    int64_t workers = 0, gpus = -1;
+    bool dry_run = false;
+  };
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("sweep", "Run a grid of training runs (arm x seed x tier ...) from a sweep YAML; "
+                                          "re-running finishes an interrupted sweep");
+  cmd->add_option("--config", args->config, "Sweep file (configs/sweeps/*.yaml; docs/sweeps.md)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--workers", args->workers, "Concurrent runs (default: cores / threads_per_run, or one per GPU)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--gpus", args->gpus, "GPUs to share among workers (default: every visible GPU unless runs use the CPU)");
+  cmd->add_flag("--dry-run", args->dry_run, "List the runs and their state; write nothing");
+  cmd->add_option("--emit", args->emit, "Write a scheduler script instead of running: slurm")->check(CLI::IsMember({"slurm"}));
+  cmd->callback([args] {
+    const auto spec = load_sweep(args->config);
+    const auto runs = expand_sweep(spec);
+    const fs::path exe = fs::read_symlink("/proc/self/exe");
+    SweepOptions options;
+    options.executable = exe;
+    options.gpus = args->gpus >= 0 ? args->gpus : visible_gpus(runs);
+    options.workers = args->workers > 0 ? args->workers : default_workers(runs, options.gpus);
+    if (args->dry_run) return print_dry_run(spec, runs, options.workers);
+    if (args->emit == "slurm") {
+      const auto script = emit_slurm(spec, runs, exe);
+      write_manifest(spec, manifest_json(spec, runs, inspect_runs(runs), exe));
+      std::cout << fmt::format("wrote {} ({} array tasks) and {}\nsubmit with: sbatch {}\n", script.string(), runs.size(),
+                               (spec.out / "manifest.json").string(), script.string());
+      return;
+    }
+    const auto outcome = run_sweep(spec, runs, options);
+    if (const int code = outcome.exit_code()) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace attnlab::cli

@@ -1,0 +1,32 @@
+// The figures the source papers report (../shared/paper_figures.md), as data for
+// `attnlab report --compare-paper`. Losses and differences in nats on FineWeb-Edu.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attnlab {
+
+/// A reported number, or a range the paper gives instead of one (low < high).
+struct PaperFigure {
+  double low = 0.0;
+  double high = 0.0;
+  std::string note;  ///< e.g. another value the paper also quotes; empty when none
+  bool is_range() const { return low != high; }
+};
+
+/// The paper's tiers, in order: 10m, 50m, 124m, 350m.
+const std::vector<std::string>& paper_tiers();
+
+/// The paper's mean paired difference for a contrast id of spec_contrasts() (report.h) at `tier`;
+/// std::nullopt where the paper reports none.
+std::optional<PaperFigure> paper_difference(const std::string& contrast_id, const std::string& tier);
+
+/// The paper's final validation loss of `arm` at `tier` (it reports the best arm, combo2, only).
+std::optional<PaperFigure> paper_val_loss(const std::string& arm, const std::string& tier);
+
+/// The paper's best arm (lowest validation loss) at `tier`, if it names one.
+std::optional<std::string> paper_best_arm(const std::string& tier);
+
+}  // namespace attnlab

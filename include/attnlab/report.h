@@ -1,0 +1,132 @@
+// `attnlab report` (issue 4): the paired-seed analysis of a sweep directory (SPEC section 3).
+// Every number is a final validation loss in nats/token, or a difference of such losses between
+// arms that share tier, seed and validation data; a positive difference means the arm subtracted
+// (the second one) is better. Runs that are missing or unfinished are listed, never dropped.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "attnlab/paired_stats.h"
+#include "attnlab/paper_figures.h"
+#include "attnlab/run_state.h"
+
+namespace attnlab {
+
+/// A validation point of a run's metrics.jsonl.
+struct CurvePoint {
+  int64_t step = 0;
+  int64_t tokens = 0;
+  double val_loss = 0.0;  ///< nats/token
+};
+
+/// One run of the sweep directory, finished or not.
+struct RunRecord {
+  std::string name;     ///< directory relative to the sweep directory, e.g. "micro/baseline/s1"
+  std::string tier, arm, variant;
+  uint64_t seed = 0;
+  RunState state;
+  std::vector<CurvePoint> curve;
+
+  bool finished() const { return state.status == RunStatus::finished; }
+  double final_val_loss() const;        ///< final.json's, nats/token (finished runs)
+  int64_t val_tokens() const;           ///< final.json's (finished runs)
+  std::string val_fingerprint() const;  ///< final.json's (finished runs)
+};
+
+/// The runs under `sweep_dir`: those its manifest.json lists (with their expected config hash, so a
+/// final.json from another config reads as stale), or, without a manifest, every directory holding a
+/// config.yaml. Reads final.json and the validation points of metrics.jsonl. Throws
+/// std::runtime_error when the directory does not exist or holds no run at all.
+std::vector<RunRecord> collect_runs(const std::filesystem::path& sweep_dir);
+
+/// A paired difference of SPEC section 3 as a signed sum of arms' losses, e.g. the zero-option
+/// increment L(baseline) - L(sink_logit) is {{"baseline", +1}, {"sink_logit", -1}}.
+struct Contrast {
+  std::string id;          ///< "zero_option", "filtering_norm", ...: stable key for CSV / JSON
+  std::string quantity;    ///< "zero-option increment"
+  std::string definition;  ///< "L(baseline) - L(sink_logit)"
+  std::vector<std::pair<std::string, int>> terms;
+};
+
+/// Every difference of SPEC section 3, in its order: the zero-option increment, the filtering
+/// increments (norm, projection), the standalone gains of norm_gate, proj_gate, off_by_one,
+/// sink_token and renorm, and the 2x2 overlaps gain(sink_logit) + gain(gate) - gain(combo[2]).
+const std::vector<Contrast>& spec_contrasts();
+
+struct SeedValue {
+  uint64_t seed = 0;
+  double value = 0.0;
+};
+
+struct SkippedSeed {
+  uint64_t seed = 0;
+  std::string reason;  ///< which arm's run is missing or unfinished, or which data differ
+};
+
+struct DifferenceResult {
+  Contrast contrast;
+  SampleStats stats;                 ///< over `pairs` (n = number of seeds paired)
+  std::vector<SeedValue> pairs;      ///< one per seed whose runs all finished on the same data
+  std::vector<SkippedSeed> skipped;  ///< seeds not paired, and why
+  std::optional<PaperFigure> paper;  ///< with --compare-paper, where the paper reports one
+};
+
+/// The difference `contrast` over the runs of one group (one tier): for every seed that any of its
+/// runs has, a pair is formed only when every arm of the contrast has a finished run with that seed
+/// and all of them share val_fingerprint and val_tokens; otherwise the seed is skipped, saying why.
+DifferenceResult pair_contrast(const Contrast& contrast, const std::vector<const RunRecord*>& runs);
+
+struct ArmResult {
+  std::string arm;
+  SampleStats stats;             ///< final validation loss over finished seeds
+  std::vector<SeedValue> seeds;  ///< (seed, final val loss) of each finished run
+  std::optional<PaperFigure> paper;
+};
+
+/// The runs of one tier (and, for grids over other keys, one variant).
+struct GroupReport {
+  std::string tier, variant;
+  std::vector<ArmResult> arms;  ///< SPEC section 1's order, then other arms by name
+  std::vector<DifferenceResult> differences;
+  std::optional<std::string> best_arm;  ///< lowest mean final val loss among arms with a finished run
+  std::vector<size_t> runs;             ///< indices into SweepReport::runs
+};
+
+struct SweepReport {
+  std::filesystem::path sweep_dir;
+  bool from_manifest = false;
+  bool compare_paper = false;
+  std::vector<RunRecord> runs;
+  std::vector<GroupReport> groups;  ///< by tier (micro, 10m, 50m, 124m, 350m, then others), then variant
+};
+
+/// Collects the runs and computes every group's numbers. Throws as collect_runs() does.
+SweepReport build_report(const std::filesystem::path& sweep_dir, bool compare_paper);
+
+/// Tier names in the order micro, 10m, 50m, 124m, 350m, then others in the order given.
+std::vector<std::string> ordered_tiers(const std::vector<std::string>& tiers);
+
+/// Renderings: Markdown for the terminal (and report.md), JSON (every number, each seed's value,
+/// skipped seeds, validation curves; what tools/plot_report.py reads), and CSV files by name
+/// (runs.csv, losses.csv, differences.csv, pairs.csv, paper_table.csv).
+std::string report_markdown(const SweepReport& report);
+nlohmann::json report_json(const SweepReport& report);
+std::map<std::string, std::string> report_csv(const SweepReport& report);
+
+/// Writes report.md, report.json and the CSV files into `out_dir` (created). Returns the paths.
+std::vector<std::filesystem::path> write_report_files(const SweepReport& report, const std::filesystem::path& out_dir);
+
+/// Runs `python script report_json --out out_dir` (tools/plot_report.py) and returns the exit code.
+/// Throws std::runtime_error with what to do when the Python or its matplotlib is missing.
+int render_plots(const std::filesystem::path& python, const std::filesystem::path& script,
+                 const std::filesystem::path& report_json, const std::filesystem::path& out_dir);
+
+}  // namespace attnlab

@@ -1,0 +1,88 @@
+// SPEC section 3's paired differences, and the rule that forms a pair: same tier (the caller's
+// group), same seed, same validation data, every run finished.
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+
+#include "attnlab/report.h"
+
+namespace attnlab {
+namespace {
+
+Contrast gain(const std::string& id, const std::string& quantity, const std::string& arm) {
+  return {id, quantity, "L(baseline) - L(" + arm + ")", {{"baseline", +1}, {arm, -1}}};
+}
+
+// gain(sink_logit) + gain(gate) - gain(combo) with gains against baseline:
+// (B - S) + (B - G) - (B - C) = B - S - G + C.
+Contrast overlap(const std::string& id, const std::string& quantity, const std::string& gate, const std::string& combo) {
+  return {id, quantity, "gain(sink_logit) + gain(" + gate + ") - gain(" + combo + ")",
+          {{"baseline", +1}, {"sink_logit", -1}, {gate, -1}, {combo, +1}}};
+}
+
+// The runs of `arm` finished at `seed` (normally one).
+const RunRecord* finished_run(const std::vector<const RunRecord*>& runs, const std::string& arm, uint64_t seed) {
+  for (const auto* r : runs)
+    if (r->arm == arm && r->seed == seed && r->finished()) return r;
+  return nullptr;
+}
+
+std::string data_of(const RunRecord& r) {
+  return fmt::format("{} (val_fingerprint {}, {} val tokens)", r.arm, r.val_fingerprint(), r.val_tokens());
+}
+
+}  // namespace
+
+const std::vector<Contrast>& spec_contrasts() {
+  static const std::vector<Contrast> contrasts = {
+      {"zero_option", "zero-option increment", "L(baseline) - L(sink_logit)", {{"baseline", +1}, {"sink_logit", -1}}},
+      {"filtering_norm", "filtering increment (norm)", "L(sink_logit) - L(combo)", {{"sink_logit", +1}, {"combo", -1}}},
+      {"filtering_proj", "filtering increment (projection)", "L(sink_logit) - L(combo2)",
+       {{"sink_logit", +1}, {"combo2", -1}}},
+      gain("gain_norm_gate", "standalone gain norm_gate", "norm_gate"),
+      gain("gain_proj_gate", "standalone gain proj_gate", "proj_gate"),
+      gain("gain_off_by_one", "standalone gain off_by_one", "off_by_one"),
+      gain("gain_sink_token", "standalone gain sink_token", "sink_token"),
+      gain("gain_renorm", "routing control renorm", "renorm"),
+      overlap("overlap_norm", "2x2 overlap (norm gate)", "norm_gate", "combo"),
+      overlap("overlap_proj", "2x2 overlap (projection gate)", "proj_gate", "combo2"),
+  };
+  return contrasts;
+}
+
+DifferenceResult pair_contrast(const Contrast& contrast, const std::vector<const RunRecord*>& runs) {
+  DifferenceResult result{contrast, {}, {}, {}, std::nullopt};
+  std::set<uint64_t> seeds;
+  for (const auto* r : runs) seeds.insert(r->seed);
+  std::vector<double> values;
+  for (uint64_t seed : seeds) {
+    std::vector<const RunRecord*> members;
+    std::string missing;
+    for (const auto& [arm, coef] : contrast.terms) {
+      const auto* r = finished_run(runs, arm, seed);
+      if (r) members.push_back(r);
+      else missing += (missing.empty() ? "" : ", ") + arm;
+    }
+    if (!missing.empty()) {
+      result.skipped.push_back({seed, "no finished run of " + missing});
+      continue;
+    }
+    std::string mismatch;
+    for (const auto* r : members)
+      if (r->val_fingerprint() != members[0]->val_fingerprint() || r->val_tokens() != members[0]->val_tokens())
+        mismatch = "different validation data: " + data_of(*members[0]) + " vs " + data_of(*r);
+    if (!mismatch.empty()) {
+      result.skipped.push_back({seed, mismatch});
+      continue;
+    }
+    double value = 0.0;
+    for (size_t k = 0; k < members.size(); ++k) value += contrast.terms[k].second * members[k]->final_val_loss();
+    result.pairs.push_back({seed, value});
+    values.push_back(value);
+  }
+  result.stats = summarize(values);
+  return result;
+}
+
+}  // namespace attnlab

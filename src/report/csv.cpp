@@ -1,0 +1,118 @@
+// The report as CSV files (one table each), for spreadsheets and pandas.
+#include <sstream>
+
+#include "attnlab/report.h"
+#include "report/format.h"
+
+namespace attnlab {
+namespace {
+
+// RFC 4180 quoting: a field with a comma, quote or newline is quoted, quotes doubled.
+std::string field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string number(double v) { return std::isfinite(v) ? fmt::format("{:.17g}", v) : ""; }
+
+class Table {
+ public:
+  explicit Table(const std::vector<std::string>& header) { row(header); }
+  void row(const std::vector<std::string>& cells) {
+    for (size_t i = 0; i < cells.size(); ++i) out_ << (i ? "," : "") << field(cells[i]);
+    out_ << "\n";
+  }
+  std::string str() const { return out_.str(); }
+
+ private:
+  std::ostringstream out_;
+};
+
+std::vector<std::string> stats_cells(const SampleStats& s) {
+  return {std::to_string(s.n), number(s.mean), s.sd ? number(*s.sd) : "", std::to_string(s.same_sign)};
+}
+
+std::string paper_cell(const std::optional<PaperFigure>& p) {
+  if (!p) return "";
+  return p->is_range() ? number(p->low) + " to " + number(p->high) : number(p->low);
+}
+
+std::string runs_csv(const SweepReport& r) {
+  Table t({"name", "tier", "variant", "arm", "seed", "status", "step", "final_val_loss", "val_tokens", "val_fingerprint", "state"});
+  for (const auto& run : r.runs)
+    t.row({run.name, run.tier, run.variant, run.arm, std::to_string(run.seed), to_string(run.state.status),
+           std::to_string(run.state.step), run.finished() ? number(run.final_val_loss()) : "",
+           run.finished() ? std::to_string(run.val_tokens()) : "", run.finished() ? run.val_fingerprint() : "",
+           describe(run.state)});
+  return t.str();
+}
+
+std::string losses_csv(const SweepReport& r) {
+  std::vector<std::string> header = {"tier", "variant", "arm", "n", "mean", "sd", "seeds", "best"};
+  if (r.compare_paper) header.push_back("paper");
+  Table t(header);
+  for (const auto& g : r.groups)
+    for (const auto& a : g.arms) {
+      std::vector<std::string> row = {g.tier, g.variant, a.arm, std::to_string(a.stats.n), number(a.stats.mean),
+                                      a.stats.sd ? number(*a.stats.sd) : "", report_format::seed_list(a.seeds),
+                                      g.best_arm && *g.best_arm == a.arm ? "1" : "0"};
+      if (r.compare_paper) row.push_back(paper_cell(a.paper));
+      t.row(row);
+    }
+  return t.str();
+}
+
+std::string differences_csv(const SweepReport& r) {
+  std::vector<std::string> header = {"tier", "variant", "id", "quantity", "definition", "n", "mean", "sd", "same_sign"};
+  if (r.compare_paper) header.push_back("paper");
+  Table t(header);
+  for (const auto& g : r.groups)
+    for (const auto& d : g.differences) {
+      std::vector<std::string> row = {g.tier, g.variant, d.contrast.id, d.contrast.quantity, d.contrast.definition};
+      for (const auto& c : stats_cells(d.stats)) row.push_back(c);
+      if (r.compare_paper) row.push_back(paper_cell(d.paper));
+      t.row(row);
+    }
+  return t.str();
+}
+
+// One line per (difference, seed): its value, or why that seed was not paired.
+std::string pairs_csv(const SweepReport& r) {
+  Table t({"tier", "variant", "id", "seed", "value", "not_paired_because"});
+  for (const auto& g : r.groups)
+    for (const auto& d : g.differences) {
+      for (const auto& p : d.pairs) t.row({g.tier, g.variant, d.contrast.id, std::to_string(p.seed), number(p.value), ""});
+      for (const auto& s : d.skipped) t.row({g.tier, g.variant, d.contrast.id, std::to_string(s.seed), "", s.reason});
+    }
+  return t.str();
+}
+
+// The paper_figures.md table in long form: one line per (quantity, tier).
+std::string paper_table_csv(const SweepReport& r) {
+  std::vector<std::string> header = {"variant", "id", "tier", "n", "mean", "sd", "same_sign"};
+  if (r.compare_paper) header.push_back("paper");
+  Table t(header);
+  for (const auto& g : r.groups)
+    for (const auto& d : g.differences) {
+      if (d.contrast.id != "zero_option" && d.contrast.id != "filtering_norm" && d.contrast.id != "filtering_proj") continue;
+      std::vector<std::string> row = {g.variant, d.contrast.id, g.tier};
+      for (const auto& c : stats_cells(d.stats)) row.push_back(c);
+      if (r.compare_paper) row.push_back(paper_cell(d.paper));
+      t.row(row);
+    }
+  return t.str();
+}
+
+}  // namespace
+
+std::map<std::string, std::string> report_csv(const SweepReport& r) {
+  return {{"runs.csv", runs_csv(r)},
+          {"losses.csv", losses_csv(r)},
+          {"differences.csv", differences_csv(r)},
+          {"pairs.csv", pairs_csv(r)},
+          {"paper_table.csv", paper_table_csv(r)}};
+}
+
+}  // namespace attnlab

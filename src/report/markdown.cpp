@@ -1,0 +1,170 @@
+// The report as Markdown: what `attnlab report` prints and report.md holds.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "attnlab/report.h"
+#include "report/format.h"
+
+namespace attnlab {
+namespace rf = report_format;
+namespace {
+
+// The rows of paper_figures.md's "Paired increments" table that a sweep measures.
+const std::vector<std::string> kPaperRows = {"zero_option", "filtering_norm", "filtering_proj"};
+
+std::string run_summary(const SweepReport& r) {
+  std::map<RunStatus, int> count;
+  for (const auto& run : r.runs) ++count[run.state.status];
+  return fmt::format("{} runs ({}): {} finished, {} partial, {} stale, {} not started.", r.runs.size(),
+                     r.from_manifest ? "from manifest.json" : "found by their config.yaml", count[RunStatus::finished],
+                     count[RunStatus::partial], count[RunStatus::stale], count[RunStatus::not_started]);
+}
+
+void arm_table(std::ostream& out, const SweepReport& r, const GroupReport& g) {
+  out << "### Final validation loss (nats/token)\n\n| arm | mean | sd | n | seeds |" << (r.compare_paper ? " paper |" : "")
+      << "\n|---|---:|---:|---:|---|" << (r.compare_paper ? "---:|" : "") << "\n";
+  for (const auto& a : g.arms) {
+    out << "| " << a.arm << " | " << (a.stats.n ? rf::loss(a.stats.mean) : "no finished run") << " | " << rf::sd(a.stats)
+        << " | " << a.stats.n << " | " << rf::seed_list(a.seeds) << " |";
+    if (r.compare_paper) out << " " << (a.paper ? rf::paper(*a.paper, false) : "") << " |";
+    out << "\n";
+  }
+  out << "\nBest arm: " << (g.best_arm ? "**" + *g.best_arm + "**" : std::string("none (no finished run)"));
+  for (const auto& a : g.arms)
+    if (g.best_arm && a.arm == *g.best_arm) out << " (" << rf::loss_cell(a.stats) << ")";
+  if (r.compare_paper)
+    if (const auto best = paper_best_arm(g.tier))
+      out << "; the paper's best arm at " << g.tier << ": " << *best << " ("
+          << rf::paper(*paper_val_loss(*best, g.tier), false) << ")";
+  out << "\n\n";
+}
+
+// All skip reasons of a difference, each once.
+std::string reasons(const DifferenceResult& d) {
+  std::set<std::string> seen;
+  std::string out;
+  for (const auto& s : d.skipped)
+    if (seen.insert(s.reason).second) out += (out.empty() ? "" : "; ") + s.reason;
+  return out;
+}
+
+void difference_table(std::ostream& out, const SweepReport& r, const GroupReport& g) {
+  out << "### Paired differences (nats; positive: the arm subtracted is better)\n\n"
+      << "| quantity | definition | mean | sd | same sign | n |" << (r.compare_paper ? " paper |" : "")
+      << "\n|---|---|---:|---:|---:|---:|" << (r.compare_paper ? "---:|" : "") << "\n";
+  std::vector<std::string> notes;
+  for (const auto& d : g.differences) {
+    const auto& s = d.stats;
+    out << "| " << d.contrast.quantity << " | " << d.contrast.definition << " | "
+        << (s.n ? rf::diff(s.mean) : "no pairs: " + reasons(d)) << " | " << rf::sd(s) << " | "
+        << (s.n ? rf::same_sign(s) : "-") << " | " << s.n << " |";
+    if (r.compare_paper) out << " " << (d.paper ? rf::paper(*d.paper) : "") << " |";
+    out << "\n";
+    if (s.n > 0)
+      for (const auto& skip : d.skipped)
+        notes.push_back(fmt::format("{}: seed {} not paired ({})", d.contrast.quantity, skip.seed, skip.reason));
+  }
+  out << "\n";
+  for (const auto& note : notes) out << "- " << note << "\n";
+  if (!notes.empty()) out << "\n";
+}
+
+const DifferenceResult* find_difference(const GroupReport& g, const std::string& id) {
+  for (const auto& d : g.differences)
+    if (d.contrast.id == id) return &d;
+  return nullptr;
+}
+
+const ArmResult* find_arm(const GroupReport& g, const std::string& arm) {
+  for (const auto& a : g.arms)
+    if (a.arm == arm) return &a;
+  return nullptr;
+}
+
+void table_row(std::ostream& out, const std::string& label, const std::vector<std::string>& cells) {
+  out << "| " << label << " |";
+  for (const auto& c : cells) out << " " << c << " |";
+  out << "\n";
+}
+
+// paper_figures.md's "Paired increments" layout: quantities down, tiers across; with
+// --compare-paper a "paper" line under each of ours.
+void paper_layout_table(std::ostream& out, const SweepReport& r, const std::string& variant) {
+  std::vector<std::string> tiers;
+  for (const auto& g : r.groups)
+    if (g.variant == variant) tiers.push_back(g.tier);
+  if (r.compare_paper) tiers.insert(tiers.end(), paper_tiers().begin(), paper_tiers().end());
+  tiers = ordered_tiers(tiers);
+  auto group_of = [&](const std::string& tier) -> const GroupReport* {
+    for (const auto& g : r.groups)
+      if (g.variant == variant && g.tier == tier) return &g;
+    return nullptr;
+  };
+  out << "## Zero option vs filtering" << (variant.empty() ? "" : " (" + variant + ")")
+      << " (paper_figures.md layout; mean ± sd (seeds sharing the sign / n))\n\n| quantity |"
+      << (r.compare_paper ? " |" : "");
+  for (const auto& t : tiers) out << " " << t << " |";
+  out << "\n|---|" << (r.compare_paper ? "---|" : "");
+  for (size_t i = 0; i < tiers.size(); ++i) out << "---:|";
+  out << "\n";
+  for (const auto& id : kPaperRows) {
+    const Contrast* c = nullptr;
+    for (const auto& k : spec_contrasts())
+      if (k.id == id) c = &k;
+    std::vector<std::string> ours, paper;
+    for (const auto& t : tiers) {
+      const auto* g = group_of(t);
+      ours.push_back(g ? rf::difference_cell(find_difference(*g, id)->stats) : "");
+      const auto p = paper_difference(id, t);
+      paper.push_back(p ? rf::paper(*p) : "");
+    }
+    const std::string label = c->quantity + ", " + c->definition;
+    if (r.compare_paper) ours.insert(ours.begin(), "ours"), paper.insert(paper.begin(), "paper");
+    table_row(out, label, ours);
+    if (r.compare_paper) table_row(out, "", paper);
+  }
+  std::vector<std::string> ours, paper;
+  for (const auto& t : tiers) {
+    const auto* g = group_of(t);
+    const auto* a = g && g->best_arm ? find_arm(*g, *g->best_arm) : nullptr;
+    ours.push_back(a ? a->arm + " " + rf::loss_cell(a->stats) : "");
+    const auto best = paper_best_arm(t);
+    paper.push_back(best ? *best + " " + rf::paper(*paper_val_loss(*best, t), false) : "");
+  }
+  if (r.compare_paper) ours.insert(ours.begin(), "ours"), paper.insert(paper.begin(), "paper");
+  table_row(out, "best arm, validation loss", ours);
+  if (r.compare_paper) table_row(out, "", paper);
+  out << "\n";
+}
+
+void unfinished_list(std::ostream& out, const SweepReport& r) {
+  std::vector<const RunRecord*> open;
+  for (const auto& run : r.runs)
+    if (!run.finished()) open.push_back(&run);
+  out << "## Runs not finished (not used in any pair)\n\n";
+  if (open.empty()) out << "None: every run finished.\n";
+  for (const auto* run : open) out << "- " << run->name << ": " << describe(run->state) << "\n";
+}
+
+}  // namespace
+
+std::string report_markdown(const SweepReport& r) {
+  std::ostringstream out;
+  out << "# attnlab report: " << r.sweep_dir.string() << "\n\n" << run_summary(r) << "\n"
+      << "sd: sample standard deviation over seeds (n - 1); same sign: seeds whose difference has the sign "
+         "of the mean; a pair needs two finished runs with the same tier, seed and validation data.\n\n";
+  std::vector<std::string> variants;
+  for (const auto& g : r.groups) {
+    out << "## " << rf::group_title(g) << "\n\n";
+    arm_table(out, r, g);
+    difference_table(out, r, g);
+    if (std::find(variants.begin(), variants.end(), g.variant) == variants.end()) variants.push_back(g.variant);
+  }
+  for (const auto& v : variants) paper_layout_table(out, r, v);
+  unfinished_list(out, r);
+  return out.str();
+}
+
+}  // namespace attnlab

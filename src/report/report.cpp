@@ -1,0 +1,98 @@
+// Grouping a sweep's runs by tier (and variant) and computing each group's numbers.
+#include <algorithm>
+#include <limits>
+#include <set>
+
+#include "attnlab/arm.h"
+#include "attnlab/report.h"
+
+namespace attnlab {
+namespace fs = std::filesystem;
+namespace {
+
+// SPEC section 1's arms first, in its order, then any other arm by name.
+std::vector<std::string> ordered_arms(const std::set<std::string>& present) {
+  std::vector<std::string> out;
+  for (const auto& spec : all_arms())
+    if (present.count(spec.name)) out.push_back(spec.name);
+  for (const auto& arm : present)
+    if (std::find(out.begin(), out.end(), arm) == out.end()) out.push_back(arm);
+  return out;
+}
+
+ArmResult arm_result(const std::string& arm, const std::vector<const RunRecord*>& runs, const std::string& tier,
+                     bool compare_paper) {
+  ArmResult result{arm, {}, {}, std::nullopt};
+  std::vector<double> losses;
+  for (const auto* r : runs)
+    if (r->arm == arm && r->finished()) {
+      result.seeds.push_back({r->seed, r->final_val_loss()});
+      losses.push_back(r->final_val_loss());
+    }
+  std::sort(result.seeds.begin(), result.seeds.end(), [](auto& a, auto& b) { return a.seed < b.seed; });
+  result.stats = summarize(losses);
+  if (compare_paper) result.paper = paper_val_loss(arm, tier);
+  return result;
+}
+
+std::optional<std::string> best_arm(const std::vector<ArmResult>& arms) {
+  std::optional<std::string> best;
+  double lowest = std::numeric_limits<double>::infinity();
+  for (const auto& a : arms)
+    if (a.stats.n > 0 && a.stats.mean < lowest) lowest = a.stats.mean, best = a.arm;
+  return best;
+}
+
+GroupReport group_report(const SweepReport& report, const std::string& tier, const std::string& variant) {
+  GroupReport group;
+  group.tier = tier, group.variant = variant;
+  std::vector<const RunRecord*> runs;
+  std::set<std::string> arms;
+  for (size_t i = 0; i < report.runs.size(); ++i) {
+    const auto& r = report.runs[i];
+    if (r.tier != tier || r.variant != variant) continue;
+    group.runs.push_back(i);
+    runs.push_back(&r);
+    arms.insert(r.arm);
+  }
+  for (const auto& arm : ordered_arms(arms)) group.arms.push_back(arm_result(arm, runs, tier, report.compare_paper));
+  for (const auto& contrast : spec_contrasts()) {
+    group.differences.push_back(pair_contrast(contrast, runs));
+    if (report.compare_paper) group.differences.back().paper = paper_difference(contrast.id, tier);
+  }
+  group.best_arm = best_arm(group.arms);
+  return group;
+}
+
+}  // namespace
+
+std::vector<std::string> ordered_tiers(const std::vector<std::string>& tiers) {
+  static const std::vector<std::string> known = {"micro", "10m", "50m", "124m", "350m"};
+  std::vector<std::string> out;
+  for (const auto& k : known)
+    if (std::find(tiers.begin(), tiers.end(), k) != tiers.end()) out.push_back(k);
+  for (const auto& t : tiers)
+    if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+  return out;
+}
+
+SweepReport build_report(const fs::path& sweep_dir, bool compare_paper) {
+  SweepReport report;
+  report.sweep_dir = sweep_dir;
+  report.from_manifest = fs::exists(sweep_dir / "manifest.json");
+  report.compare_paper = compare_paper;
+  report.runs = collect_runs(sweep_dir);
+  std::vector<std::string> tiers, variants;
+  for (const auto& r : report.runs) {
+    if (std::find(tiers.begin(), tiers.end(), r.tier) == tiers.end()) tiers.push_back(r.tier);
+    if (std::find(variants.begin(), variants.end(), r.variant) == variants.end()) variants.push_back(r.variant);
+  }
+  for (const auto& tier : ordered_tiers(tiers))
+    for (const auto& variant : variants) {
+      auto group = group_report(report, tier, variant);
+      if (!group.runs.empty()) report.groups.push_back(std::move(group));
+    }
+  return report;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,104 @@
+// The report as JSON: every number with the seeds behind it, and the validation curves, for
+// tools/plot_report.py and for anyone who wants to redo the statistics.
+#include "attnlab/report.h"
+
+namespace attnlab {
+namespace {
+
+nlohmann::json number_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+
+nlohmann::json stats_json(const SampleStats& s) {
+  return {{"n", s.n},
+          {"mean", number_or_null(s.mean)},
+          {"sd", s.sd ? nlohmann::json(*s.sd) : nlohmann::json()},
+          {"sign", s.sign},
+          {"same_sign", s.same_sign}};
+}
+
+nlohmann::json paper_json(const std::optional<PaperFigure>& p) {
+  if (!p) return nullptr;
+  nlohmann::json j = {{"low", p->low}, {"high", p->high}};
+  if (!p->is_range()) j["value"] = p->low;
+  if (!p->note.empty()) j["note"] = p->note;
+  return j;
+}
+
+nlohmann::json seed_values(const std::vector<SeedValue>& values) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& v : values) out.push_back({{"seed", v.seed}, {"value", v.value}});
+  return out;
+}
+
+nlohmann::json run_json(const RunRecord& r) {
+  nlohmann::json j = {{"name", r.name},     {"tier", r.tier},   {"variant", r.variant},
+                      {"arm", r.arm},       {"seed", r.seed},   {"status", to_string(r.state.status)},
+                      {"step", r.state.step}, {"state", describe(r.state)}};
+  if (r.finished()) {
+    j["final_val_loss"] = r.final_val_loss();
+    j["val_tokens"] = r.val_tokens();
+    j["val_fingerprint"] = r.val_fingerprint();
+  }
+  nlohmann::json curve = nlohmann::json::array();
+  for (const auto& p : r.curve) curve.push_back({p.step, p.tokens, p.val_loss});
+  j["val_curve"] = curve;  // [step, tokens, val_loss] per evaluation
+  return j;
+}
+
+nlohmann::json difference_json(const DifferenceResult& d) {
+  nlohmann::json terms = nlohmann::json::object();
+  for (const auto& [arm, coef] : d.contrast.terms) terms[arm] = coef;
+  nlohmann::json skipped = nlohmann::json::array();
+  for (const auto& s : d.skipped) skipped.push_back({{"seed", s.seed}, {"reason", s.reason}});
+  return {{"id", d.contrast.id},         {"quantity", d.contrast.quantity}, {"definition", d.contrast.definition},
+          {"terms", terms},              {"stats", stats_json(d.stats)},     {"pairs", seed_values(d.pairs)},
+          {"skipped", skipped},          {"paper", paper_json(d.paper)}};
+}
+
+nlohmann::json group_json(const GroupReport& g) {
+  nlohmann::json arms = nlohmann::json::array(), diffs = nlohmann::json::array(), runs = nlohmann::json::array();
+  for (const auto& a : g.arms)
+    arms.push_back({{"arm", a.arm}, {"stats", stats_json(a.stats)}, {"seeds", seed_values(a.seeds)},
+                    {"paper", paper_json(a.paper)}});
+  for (const auto& d : g.differences) diffs.push_back(difference_json(d));
+  for (size_t i : g.runs) runs.push_back(i);
+  return {{"tier", g.tier},
+          {"variant", g.variant},
+          {"arms", arms},
+          {"best_arm", g.best_arm ? nlohmann::json(*g.best_arm) : nlohmann::json()},
+          {"differences", diffs},
+          {"runs", runs}};  // indices into the top-level "runs"
+}
+
+}  // namespace
+
+nlohmann::json report_json(const SweepReport& r) {
+  nlohmann::json runs = nlohmann::json::array(), groups = nlohmann::json::array();
+  for (const auto& run : r.runs) runs.push_back(run_json(run));
+  for (const auto& g : r.groups) groups.push_back(group_json(g));
+  nlohmann::json paper = nullptr;
+  if (r.compare_paper) {
+    paper = {{"tiers", paper_tiers()}, {"differences", nlohmann::json::object()}, {"best_arm", nlohmann::json::object()}};
+    for (const auto& c : spec_contrasts())
+      for (const auto& t : paper_tiers())
+        if (const auto p = paper_difference(c.id, t)) paper["differences"][c.id][t] = paper_json(p);
+    for (const auto& t : paper_tiers())
+      if (const auto best = paper_best_arm(t))
+        paper["best_arm"][t] = {{"arm", *best}, {"val_loss", paper_val_loss(*best, t)->low}};
+  }
+  return {{"format", "attnlab-report"},
+          {"version", 1},
+          {"sweep_dir", r.sweep_dir.string()},
+          {"units", "final validation loss in nats/token; differences in nats, positive when the arm subtracted is better"},
+          {"from_manifest", r.from_manifest},
+          {"tier_order", ordered_tiers([&] {
+             std::vector<std::string> t;
+             for (const auto& g : r.groups) t.push_back(g.tier);
+             if (r.compare_paper) t.insert(t.end(), paper_tiers().begin(), paper_tiers().end());
+             return t;
+           }())},
+          {"runs", runs},
+          {"groups", groups},
+          {"paper", paper}};
+}
+
+}  // namespace attnlab

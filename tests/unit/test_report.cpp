@@ -1,0 +1,268 @@
+// `attnlab report` on hand-made run directories whose paired differences are worked out below by
+// hand: every mean, sd, sign count and n; missing, partial and stale runs listed; a pair refused
+// across different validation data.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "attnlab/report.h"
+#include "unit/shard_files.h"
+
+namespace attnlab {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Final validation losses (nats) of tier t1, by seed (see the expectations below):
+//   arm         s1     s2     s3
+//   baseline    4.100  4.200  4.150
+//   sink_logit  4.080  4.190  4.140
+//   combo       4.076  4.181  4.145
+//   combo2      4.071  4.182  4.130
+//   norm_gate   4.093  4.199  4.141
+//   proj_gate   4.090  4.185  partial (step 50)
+//   off_by_one  4.085  4.195  4.149 on other validation data (fingerprint "other")
+//   sink_token  4.098  never started  4.151
+//   renorm      4.102  4.205  4.149
+// Tier t2: baseline 4.300 (s1), 4.310 (s2); sink_logit 4.290 (s1), s2 stale (another config hash).
+class ReportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* t1_arms[] = {"baseline", "sink_logit", "combo", "combo2", "norm_gate", "proj_gate", "off_by_one", "sink_token", "renorm"};
+    const double t1[3][9] = {{4.100, 4.080, 4.076, 4.071, 4.093, 4.090, 4.085, 4.098, 4.102},
+                             {4.200, 4.190, 4.181, 4.182, 4.199, 4.185, 4.195, 0, 4.205},
+                             {4.150, 4.140, 4.145, 4.130, 4.141, 0, 4.149, 4.151, 4.149}};
+    for (int s = 0; s < 3; ++s)
+      for (int a = 0; a < 9; ++a) {
+        const std::string arm = t1_arms[a];
+        const uint64_t seed = s + 1;
+        add_to_manifest("t1", arm, seed);
+        if (arm == "proj_gate" && seed == 3) partial("t1", arm, seed, 50);
+        else if (arm == "sink_token" && seed == 2) continue;  // never started
+        else finished("t1", arm, seed, t1[s][a], arm == "off_by_one" && seed == 3 ? "other" : "fp");
+      }
+    for (const char* arm : {"baseline", "sink_logit"})
+      for (uint64_t seed : {1, 2}) add_to_manifest("t2", arm, seed);
+    finished("t2", "baseline", 1, 4.300);
+    finished("t2", "baseline", 2, 4.310);
+    finished("t2", "sink_logit", 1, 4.290);
+    finished("t2", "sink_logit", 2, 4.280, "fp", "old-hash");
+    std::ofstream(dir() / "manifest.json") << nlohmann::json({{"runs", manifest_}}).dump(2);
+  }
+
+  fs::path dir() const { return tmp_.path(); }
+  static std::string name(const std::string& tier, const std::string& arm, uint64_t seed) {
+    return tier + "/" + arm + "/s" + std::to_string(seed);
+  }
+  void add_to_manifest(const std::string& tier, const std::string& arm, uint64_t seed) {
+    manifest_.push_back({{"name", name(tier, arm, seed)}, {"tier", tier}, {"arm", arm}, {"seed", seed},
+                         {"variant", ""}, {"config_hash", "hash"}});
+  }
+  fs::path claim(const std::string& tier, const std::string& arm, uint64_t seed) {
+    const fs::path run = dir() / name(tier, arm, seed);
+    fs::create_directories(run);
+    std::ofstream(run / "config.yaml") << "tier: " << tier << "\nseed: " << seed << "\nmodel: {arm: " << arm << "}\n";
+    return run;
+  }
+  void finished(const std::string& tier, const std::string& arm, uint64_t seed, double loss,
+                const std::string& fingerprint = "fp", const std::string& hash = "hash") {
+    const fs::path run = claim(tier, arm, seed);
+    std::ofstream(run / "final.json") << nlohmann::json({{"final_val_loss", loss}, {"steps", 100}, {"config_hash", hash},
+                                                         {"arm", arm}, {"seed", seed}, {"tier", tier},
+                                                         {"val_tokens", 4096}, {"val_fingerprint", fingerprint}});
+    // Two evaluations and a step without one (val_loss null).
+    std::ofstream(run / "metrics.jsonl") << R"({"step":50,"tokens":6400,"train_loss":5.0,"val_loss":5.5})" "\n"
+                                         << R"({"step":51,"tokens":6528,"train_loss":5.0,"val_loss":null})" "\n"
+                                         << nlohmann::json({{"step", 100}, {"tokens", 12800}, {"val_loss", loss}}).dump() << "\n";
+  }
+  void partial(const std::string& tier, const std::string& arm, uint64_t seed, int64_t step) {
+    fs::create_directories(claim(tier, arm, seed) / "checkpoints" / ("step_0000" + std::to_string(step)));
+  }
+  static const GroupReport& group(const SweepReport& r, const std::string& tier) {
+    for (const auto& g : r.groups)
+      if (g.tier == tier) return g;
+    throw std::runtime_error("no group " + tier);
+  }
+  static const DifferenceResult& diff(const GroupReport& g, const std::string& id) {
+    for (const auto& d : g.differences)
+      if (d.contrast.id == id) return d;
+    throw std::runtime_error("no difference " + id);
+  }
+  static const ArmResult& arm(const GroupReport& g, const std::string& name) {
+    for (const auto& a : g.arms)
+      if (a.arm == name) return a;
+    throw std::runtime_error("no arm " + name);
+  }
+
+  testing::TempDir tmp_;
+  nlohmann::json manifest_ = nlohmann::json::array();
+};
+
+void expect_stats(const SampleStats& s, int64_t n, double mean, std::optional<double> sd, int64_t same_sign,
+                  const std::string& what) {
+  SCOPED_TRACE(what);
+  EXPECT_EQ(s.n, n);
+  EXPECT_NEAR(s.mean, mean, 1e-12);
+  ASSERT_EQ(s.sd.has_value(), sd.has_value());
+  if (sd) {
+    EXPECT_NEAR(*s.sd, *sd, 1e-12);
+  }
+  EXPECT_EQ(s.same_sign, same_sign);
+}
+
+TEST_F(ReportTest, EveryPairedDifferenceOfTierOne) {
+  const auto report = build_report(dir(), false);
+  const auto& g = group(report, "t1");
+  // zero option L(baseline) - L(sink_logit): 0.020, 0.010, 0.010 -> mean 0.04/3;
+  // deviations 0.00667, -0.00333, -0.00333 -> sd = sqrt(6.667e-5 / 2) = 0.01 / sqrt(3)
+  expect_stats(diff(g, "zero_option").stats, 3, 0.04 / 3, 0.0057735026918962576, 3, "zero_option");
+  // filtering (norm) L(sink_logit) - L(combo): 0.004, 0.009, -0.005 -> mean 0.008/3 = 0.0026667;
+  // deviations 0.0013333, 0.0063333, -0.0076667 -> sum of squares 1.00667e-4 -> sd = sqrt(5.0333e-5)
+  expect_stats(diff(g, "filtering_norm").stats, 3, 0.008 / 3, 0.0070945988845975875, 2, "filtering_norm");
+  // filtering (projection) L(sink_logit) - L(combo2): 0.009, 0.008, 0.010 -> mean 0.009, sd 0.001
+  expect_stats(diff(g, "filtering_proj").stats, 3, 0.009, 0.001, 3, "filtering_proj");
+  // norm_gate gain: 0.007, 0.001, 0.009 -> mean 0.017/3; deviations 0.00133, -0.00467, 0.00333
+  // -> sum of squares 3.4667e-5 -> sd = sqrt(1.7333e-5) = 0.0041633
+  expect_stats(diff(g, "gain_norm_gate").stats, 3, 0.017 / 3, 0.0041633319989322655, 3, "gain_norm_gate");
+  // proj_gate gain: 0.010, 0.015 (s3 partial) -> mean 0.0125, sd = 0.005 / sqrt(2)
+  expect_stats(diff(g, "gain_proj_gate").stats, 2, 0.0125, 0.0035355339059327377, 2, "gain_proj_gate");
+  // off_by_one gain: 0.015, 0.005 (s3 on other data, refused) -> mean 0.010, sd = 0.010 / sqrt(2)
+  expect_stats(diff(g, "gain_off_by_one").stats, 2, 0.010, 0.0070710678118654755, 2, "gain_off_by_one");
+  // sink_token gain: 0.002, -0.001 (s2 never ran) -> mean 0.0005, sd = 0.003 / sqrt(2); 1 of 2 positive
+  expect_stats(diff(g, "gain_sink_token").stats, 2, 0.0005, 0.0021213203435596424, 1, "gain_sink_token");
+  // renorm: -0.002, -0.005, 0.001 -> mean -0.002; deviations 0, -0.003, 0.003 -> sd = sqrt(1.8e-5 / 2) = 0.003
+  expect_stats(diff(g, "gain_renorm").stats, 3, -0.002, 0.003, 2, "gain_renorm");
+  EXPECT_EQ(diff(g, "gain_renorm").stats.sign, -1);
+  // overlap (norm) B - S - N + C: s1 4.100 - 4.080 - 4.093 + 4.076 = 0.003, s2 -0.008, s3 0.014
+  // -> mean 0.003; deviations 0, -0.011, 0.011 -> sd = sqrt(2.42e-4 / 2) = 0.011
+  expect_stats(diff(g, "overlap_norm").stats, 3, 0.003, 0.011, 2, "overlap_norm");
+  // overlap (projection) B - S - P + C2: s1 4.100 - 4.080 - 4.090 + 4.071 = 0.001, s2 0.007 (s3: proj_gate
+  // partial) -> mean 0.004, sd = 0.006 / sqrt(2)
+  expect_stats(diff(g, "overlap_proj").stats, 2, 0.004, 0.0042426406871192853, 2, "overlap_proj");
+}
+
+TEST_F(ReportTest, EachSeedsValueAndWhyASeedWasNotPaired) {
+  const auto report = build_report(dir(), false);
+  const auto& g = group(report, "t1");
+  const auto& zero = diff(g, "zero_option");
+  ASSERT_EQ(zero.pairs.size(), 3u);
+  EXPECT_EQ(zero.pairs[0].seed, 1u);
+  EXPECT_NEAR(zero.pairs[0].value, 0.020, 1e-12);  // 4.100 - 4.080
+  const auto& obo = diff(g, "gain_off_by_one");
+  ASSERT_EQ(obo.skipped.size(), 1u);
+  EXPECT_EQ(obo.skipped[0].seed, 3u);
+  EXPECT_NE(obo.skipped[0].reason.find("different validation data"), std::string::npos) << obo.skipped[0].reason;
+  EXPECT_NE(obo.skipped[0].reason.find("other"), std::string::npos) << obo.skipped[0].reason;
+  const auto& token = diff(g, "gain_sink_token");
+  ASSERT_EQ(token.skipped.size(), 1u);
+  EXPECT_EQ(token.skipped[0].seed, 2u);
+  EXPECT_EQ(token.skipped[0].reason, "no finished run of sink_token");
+  EXPECT_EQ(diff(g, "gain_proj_gate").skipped.at(0).reason, "no finished run of proj_gate");
+}
+
+TEST_F(ReportTest, LossPerArmAndBestArm) {
+  const auto report = build_report(dir(), false);
+  const auto& g = group(report, "t1");
+  ASSERT_EQ(g.arms.size(), 9u);
+  EXPECT_EQ(g.arms[0].arm, "baseline");  // SPEC section 1's order
+  // baseline 4.100, 4.200, 4.150 -> mean 4.15, deviations -0.05, 0.05, 0 -> sd = sqrt(0.005 / 2) = 0.05
+  expect_stats(arm(g, "baseline").stats, 3, 4.15, 0.05, 3, "baseline");
+  // combo2 4.071, 4.182, 4.130 -> mean 12.383 / 3 = 4.127667; deviations -0.056667, 0.054333, 0.002333
+  // -> sum of squares 0.0061687 -> sd = sqrt(0.00308433) = 0.0555368
+  expect_stats(arm(g, "combo2").stats, 3, 12.383 / 3, 0.05553677460326026, 3, "combo2");
+  // off_by_one counts its finished s3 run here (a loss needs no partner): 4.085, 4.195, 4.149
+  // -> mean 4.143; deviations -0.058, 0.052, 0.006 -> sd = sqrt(0.006104 / 2) = 0.0552449
+  expect_stats(arm(g, "off_by_one").stats, 3, 4.143, 0.05524490926773253, 3, "off_by_one");
+  // proj_gate 4.090, 4.185 (s3 partial) -> mean 4.1375, sd = 0.095 / sqrt(2)
+  expect_stats(arm(g, "proj_gate").stats, 2, 4.1375, 0.06717514421272202, 2, "proj_gate");
+  // sink_token 4.098, 4.151 -> mean 4.1245: the lowest mean of t1 (combo2's is 4.1277)
+  expect_stats(arm(g, "sink_token").stats, 2, 4.1245, 0.037476659402887016, 2, "sink_token");
+  ASSERT_TRUE(g.best_arm.has_value());
+  EXPECT_EQ(*g.best_arm, "sink_token");
+}
+
+TEST_F(ReportTest, OneSeedHasNoSdAndStaleRunsAreNotPaired) {
+  const auto report = build_report(dir(), false);
+  const auto& g = group(report, "t2");
+  // s1: 4.300 - 4.290 = 0.010; s2's sink_logit is from another config (stale) -> not paired.
+  expect_stats(diff(g, "zero_option").stats, 1, 0.010, std::nullopt, 1, "t2 zero_option");
+  EXPECT_EQ(diff(g, "zero_option").skipped.at(0).reason, "no finished run of sink_logit");
+  // baseline 4.300, 4.310 -> mean 4.305, sd 0.01 / sqrt(2); sink_logit: only s1 (4.290), the best mean
+  expect_stats(arm(g, "baseline").stats, 2, 4.305, 0.0070710678118654755, 2, "t2 baseline");
+  EXPECT_EQ(*g.best_arm, "sink_logit");
+  // No combo run in t2: the difference exists and says it has no pairs.
+  EXPECT_EQ(diff(g, "filtering_norm").stats.n, 0);
+  EXPECT_EQ(diff(g, "filtering_norm").skipped.size(), 2u);
+}
+
+TEST_F(ReportTest, MarkdownListsUnfinishedRunsAndTheNumbers) {
+  const auto md = report_markdown(build_report(dir(), true));
+  for (const char* expected : {
+           "- t1/proj_gate/s3: partial at step 50",
+           "- t1/sink_token/s2: not started",
+           "- t2/sink_logit/s2: stale: final.json is from config old-hash, the sweep expects hash",
+           "| zero-option increment | L(baseline) - L(sink_logit) | +0.0133 | 0.0058 | 3/3 | 3 |",
+           "| routing control renorm | L(baseline) - L(renorm) | -0.0020 | 0.0030 | 2/3 | 3 |",
+           "no pairs: no finished run of combo",
+           "standalone gain off_by_one: seed 3 not paired (different validation data",
+           "Best arm: **sink_token** (4.1245 ± 0.0375 (n=2))",
+           "31 runs (from manifest.json): 28 finished, 1 partial, 1 stale, 1 not started.",
+       })
+    EXPECT_NE(md.find(expected), std::string::npos) << expected << "\n---\n" << md;
+  // --compare-paper: the paper's 10m column with its zero-option increment.
+  EXPECT_NE(md.find("|  | paper | +0.0185 | +0.0068 | +0.0052 | +0.0013 |"), std::string::npos) << md;
+}
+
+TEST_F(ReportTest, JsonAndCsvCarryTheSameNumbers) {
+  const auto report = build_report(dir(), false);
+  const auto j = report_json(report);
+  const auto& t1 = j["groups"][0];
+  EXPECT_EQ(t1["tier"], "t1");
+  const auto& zero = t1["differences"][0];
+  EXPECT_EQ(zero["id"], "zero_option");
+  EXPECT_NEAR(zero["stats"]["mean"].get<double>(), 0.04 / 3, 1e-12);
+  EXPECT_EQ(zero["stats"]["n"], 3);
+  EXPECT_EQ(zero["terms"]["sink_logit"], -1);
+  EXPECT_TRUE(t1["differences"][4]["skipped"][0]["reason"].is_string());
+  // Curves: the two evaluated steps of metrics.jsonl, not the step without an evaluation.
+  const auto& run0 = j["runs"][0];
+  EXPECT_EQ(run0["name"], "t1/baseline/s1");
+  ASSERT_EQ(run0["val_curve"].size(), 2u);
+  EXPECT_EQ(run0["val_curve"][1][0], 100);
+  EXPECT_NEAR(run0["val_curve"][1][2].get<double>(), 4.100, 1e-12);
+
+  const auto csv = report_csv(report);
+  const std::string renorm_row = "t1,,gain_renorm,routing control renorm,L(baseline) - L(renorm),3,";
+  const auto& diffs = csv.at("differences.csv");
+  const auto at = diffs.find(renorm_row);
+  ASSERT_NE(at, std::string::npos) << diffs;
+  EXPECT_NEAR(std::stod(diffs.substr(at + renorm_row.size())), -0.002, 1e-12);  // then sd 0.003, same sign 2
+  EXPECT_NE(csv.at("pairs.csv").find("t1,,gain_off_by_one,3,,\"different validation data"), std::string::npos)
+      << csv.at("pairs.csv");
+  EXPECT_NE(csv.at("runs.csv").find("t1/sink_token/s2,t1,,sink_token,2,not_started"), std::string::npos);
+
+  const auto written = write_report_files(report, dir() / "out");
+  EXPECT_EQ(written.size(), 7u);
+  EXPECT_TRUE(fs::exists(dir() / "out/report.json"));
+}
+
+TEST_F(ReportTest, WithoutAManifestRunDirectoriesAreFoundAndUnstartedOnesCannotBe) {
+  fs::remove(dir() / "manifest.json");
+  const auto report = build_report(dir(), false);
+  EXPECT_FALSE(report.from_manifest);
+  EXPECT_EQ(report.runs.size(), 30u);  // the never-started run left no trace
+  const auto& g = group(report, "t1");
+  expect_stats(diff(g, "zero_option").stats, 3, 0.04 / 3, 0.0057735026918962576, 3, "zero_option");
+  // No expected hash without a manifest: t2/sink_logit/s2 counts as finished and pairs.
+  // s1 0.010, s2 4.310 - 4.280 = 0.030 -> mean 0.020, sd = 0.020 / sqrt(2)
+  expect_stats(diff(group(report, "t2"), "zero_option").stats, 2, 0.020, 0.014142135623730951, 2, "t2 zero_option");
+}
+
+TEST(ReportErrors, AMissingDirectoryIsAClearError) {
+  EXPECT_THROW(build_report("/nonexistent/attnlab/sweep", false), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace attnlab

@@ -1,0 +1,76 @@
+// `attnlab report <sweep dir> [--format md|csv|json] [--out DIR] [--compare-paper] [--plots]`
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "attnlab/report.h"
+#include "commands.h"
+
+namespace attnlab::cli {
+namespace {
+namespace fs = std::filesystem;
+
+// The venv scripts/setup.sh makes (and exports as ATTNLAB_VENV).
+fs::path default_python() {
+  if (const char* venv = std::getenv("ATTNLAB_VENV"); venv && *venv) return fs::path(venv) / "bin/python";
+  if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache/attnlab/venv/bin/python";
+  return "python3";
+}
+
+// tools/plot_report.py of the source tree the binary was built from: the build directory's
+// CMakeCache.txt names it; a build directory inside the tree also finds it one level up.
+fs::path default_plot_script() {
+  const fs::path build_dir = fs::read_symlink("/proc/self/exe").parent_path();
+  std::ifstream cache(build_dir / "CMakeCache.txt");
+  const std::string key = "CMAKE_HOME_DIRECTORY:INTERNAL=";
+  for (std::string line; std::getline(cache, line);)
+    if (line.rfind(key, 0) == 0) return fs::path(line.substr(key.size())) / "tools/plot_report.py";
+  return build_dir.parent_path() / "tools/plot_report.py";
+}
+
+void print(const SweepReport& report, const std::string& format) {
+  if (format == "json") {
+    std::cout << report_json(report).dump(2) << "\n";
+  } else if (format == "csv") {
+    for (const auto& [name, text] : report_csv(report)) std::cout << "# " << name << "\n" << text << "\n";
+  } else {
+    std::cout << report_markdown(report);
+  }
+}
+
+}  // namespace
+
+void add_report_command(CLI::App& app) {
+  struct Args {
+    std::string dir, format = "md", out, python, plot_script;
+    bool compare_paper = false, plots = false;
+  };
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("report", "Paired-seed report of a sweep (SPEC section 3): losses per arm, paired "
+                                           "differences, the paper's table; Markdown, CSV, JSON, plots");
+  cmd->add_option("dir", args->dir, "Sweep directory (the sweep's out: holds manifest.json)")->required()->check(CLI::ExistingDirectory);
+  cmd->add_option("--format", args->format, "What to print: md | csv | json (every format is also written to --out)")
+      ->check(CLI::IsMember({"md", "csv", "json"}))->capture_default_str();
+  cmd->add_option("--out", args->out, "Directory for report.md, report.json, *.csv and plots (default: <dir>/report)");
+  cmd->add_flag("--compare-paper", args->compare_paper, "Put paper_figures.md's numbers beside ours");
+  cmd->add_flag("--plots", args->plots, "Also draw PNGs with tools/plot_report.py (matplotlib)");
+  cmd->add_option("--python", args->python, "Python with matplotlib (default: $ATTNLAB_VENV/bin/python)");
+  cmd->add_option("--plot-script", args->plot_script, "Path of tools/plot_report.py (default: found from the build)");
+  cmd->callback([args] {
+    const fs::path out = args->out.empty() ? fs::path(args->dir) / "report" : fs::path(args->out);
+    const auto report = build_report(args->dir, args->compare_paper);
+    write_report_files(report, out);
+    print(report, args->format);
+    std::cerr << fmt::format("attnlab report: wrote report.md, report.json and CSV files to {}\n", out.string());
+    if (!args->plots) return;
+    const fs::path python = args->python.empty() ? default_python() : fs::path(args->python);
+    const fs::path script = args->plot_script.empty() ? default_plot_script() : fs::path(args->plot_script);
+    if (const int code = render_plots(python, script, out / "report.json", out))
+      throw std::runtime_error(fmt::format("plots: {} exited with {}", script.string(), code));
+  });
+}
+
+}  // namespace attnlab::cli

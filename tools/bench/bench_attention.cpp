@@ -45,6 +45,7 @@ struct Setup {
   int64_t B = 0, H = 0, d = 64;
   std::vector<int64_t> lengths;
   std::vector<std::string> arms;
+  std::vector<std::string> backends;  // empty = every backend that serves the arm
   double min_time = 0.3;  // seconds of timed iterations per case
   int threads = 0;        // intra-op threads; 0 = LibTorch's default
 };
@@ -160,7 +161,7 @@ double time_here(const Setup& s, const CaseSpec& c) {
   Workload w(s, c);
   std::optional<torch::NoGradGuard> no_grad;
   if (!c.backward) no_grad.emplace();
-  w.step(c.backward);  // warm-up: thread pools, allocator caches
+  for (int i = 0; i < 3; ++i) w.step(c.backward);  // warm-up: thread pools, allocator caches
   synchronize(s);
   return median_ms(s, w, c.backward);
 }
@@ -208,9 +209,14 @@ Measure measure(const Setup& s, const CaseSpec& c) {
   return m;
 }
 
-std::vector<std::string> backends_for(const std::string& arm) {
-  if (arm == "baseline") return {"fused", "reference", "sdpa"};
-  return {"fused", "reference"};
+std::vector<std::string> backends_for(const Setup& s, const std::string& arm) {
+  std::vector<std::string> all{"fused", "reference"};
+  if (arm == "baseline") all.push_back("sdpa");
+  if (s.backends.empty()) return all;
+  std::vector<std::string> chosen;
+  for (const auto& b : all)
+    if (std::find(s.backends.begin(), s.backends.end(), b) != s.backends.end()) chosen.push_back(b);
+  return chosen;
 }
 
 struct Row {
@@ -258,7 +264,8 @@ void describe(const Setup& s) {
             << " d=" << s.d << ", threads " << at::get_num_threads() << " of " << std::thread::hardware_concurrency()
             << " cores, load average " << load_average() << ", torch " << TORCH_VERSION << "\n"
             << "# FLOPs: useful causal (forward 4 B H d T(T+1)/2, backward 2.5x forward), same for every backend.\n"
-            << "# ms: median over >= 3 iterations and >= " << s.min_time << " s; forward without autograd.\n"
+            << "# ms: median over >= 3 iterations and >= " << s.min_time
+            << " s; forward without autograd; warm allocator (glibc keeps freed buffers).\n"
             << (s.device == "cpu"
                     ? "# peak: VmHWM - VmRSS around one call beyond its inputs, in a fresh child process per case "
                       "(glibc mmap threshold fixed at 64 KiB, /proc/self/clear_refs reset); times in the parent.\n"
@@ -271,7 +278,7 @@ void run_all(const Setup& s) {
   std::vector<Row> rows;
   for (auto T : s.lengths) {
     for (const auto& arm : s.arms) {
-      for (const auto& backend : backends_for(arm)) {
+      for (const auto& backend : backends_for(s, arm)) {
         Row r{arm, backend, T, {}, {}};
         for (bool backward : {false, true}) {
           const CaseSpec c{arm, backend, T, backward};
@@ -314,6 +321,7 @@ int main(int argc, char** argv) {
   app.add_option("--min-time", s.min_time, "seconds of timed iterations per case")->default_val(0.3);
   app.add_option("--threads", s.threads, "intra-op threads (0 = LibTorch's default)")->default_val(0);
   app.add_flag("--child", child, "internal: measure one case's peak memory and print PEAK bytes");
+  app.add_option("--backends", s.backends, "backends to time (default: fused, reference, and sdpa for baseline)");
   app.add_option("--backend", backend, "internal (--child): the backend");
   app.add_flag("--backward", backward, "internal (--child): forward+backward");
   CLI11_PARSE(app, argc, argv);
@@ -326,6 +334,10 @@ int main(int argc, char** argv) {
       std::cout << "PEAK " << peak_here(s, {s.arms.at(0), backend, s.lengths.at(0), backward}) << std::endl;
       return 0;
     }
+    // Times run on a warm allocator, as in a training loop: glibc keeps freed buffers instead of
+    // returning them to the OS, so no backend pays page faults on every iteration.
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest allowed value
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
     run_all(s);
   } catch (const std::exception& e) {
     std::cerr << "bench_attention: " << e.what() << "\n";

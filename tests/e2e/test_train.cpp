@@ -46,6 +46,8 @@ class TrainTest : public ::testing::Test {
     fs::create_directories(dir_ / "data");
     write_shard(dir_ / "data/toy_val_000000.bin", patterned_tokens(4096, 1));
     write_shard(dir_ / "data/toy_train_000001.bin", patterned_tokens(40000, 2));
+    // A hand-made 64-token vocabulary (the shards carry no real tokenizer).
+    std::ofstream(dir_ / "data/tokenizer.json") << R"({"tokenizer": "sentencepiece", "vocab_size": 64, "source": "test"})";
     std::ofstream(dir_ / "run.yaml") << "model: {arm: combo2, n_layer: 1, n_head: 2, d_model: 32, block_size: 32, vocab_size: 64}\n"
                                         "data: {train: '" << (dir_ / "data/*_train_*.bin").string() << "', val: '"
                                      << (dir_ / "data/*_val_*.bin").string() << "', val_tokens: 1024}\n"

@@ -89,15 +89,13 @@ void run_backward(const kernels::AttentionShape& s, const KernelInputs& t, const
     return kernels::flash_attention_backward_cpu(s, a, detail::ptr_or_null(g.d_lse), detail::torch_parallel_for(),
                                                  cpu_tiling(tiling));
   }
-  if (g.d_lse.defined()) {
-    throw std::runtime_error("fused_attention: a gradient through lse is supported on CPU only; use the reference "
-                             "backend when a loss depends on lse or the phantom mass");
-  }
 #ifdef ATTNLAB_WITH_CUDA
   if (t.q.is_cuda()) {
+    // Workspace from the caching allocator rather than the launcher's cudaMallocAsync.
     auto workspace = at::empty({static_cast<int64_t>(kernels::flash_attention_backward_workspace_bytes(s))},
                                t.q.options().dtype(at::kByte));
-    return kernels::flash_attention_backward_cuda(s, a, detail::current_stream(t.q.device()), workspace.data_ptr());
+    return kernels::flash_attention_backward_cuda(s, a, detail::current_stream(t.q.device()), workspace.data_ptr(),
+                                                  detail::ptr_or_null(g.d_lse));
   }
 #endif
   no_cuda_kernels();
@@ -117,8 +115,7 @@ class FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFu
     t.o = at::empty_like(t.q);                                                  // (B, H, Tq, d)
     t.lse = at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(acc));  // (B, H, Tq)
     run_forward(shape_of(t, scale), t, {q_tile, k_tile});
-    ctx->set_materialize_grads(false);  // an unused output's gradient stays undefined (cheaper, and
-                                        // lets the CUDA path accept losses that ignore lse)
+    ctx->set_materialize_grads(false);  // an unused output's gradient stays undefined: no zeros formed
     ctx->save_for_backward({t.q, t.k, t.v, t.bias, t.sink, t.mask, t.o, t.lse});
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["q_tile"] = q_tile;

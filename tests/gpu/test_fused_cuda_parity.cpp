@@ -91,7 +91,7 @@ INSTANTIATE_TEST_SUITE_P(AllArms, CudaArmParity,
                            return std::get<0>(info.param) + "_" + dtype_name(std::get<1>(info.param));
                          });
 
-/// One kernel-level case on CUDA (no lse in the loss: the CUDA backward takes no lse gradient).
+/// One kernel-level case on CUDA; the loss includes lse, so the upstream lse gradient is checked too.
 void check_kernel_case(parity::Case c, const std::string& what) {
   const auto dtype = c.dtype;
   c.dtype = at::kDouble;
@@ -111,9 +111,9 @@ void check_kernel_case(parity::Case c, const std::string& what) {
   auto back = [](const at::Tensor& t) { return t.defined() ? t.detach().to(at::kDouble).requires_grad_(true) : t; };
   exact.q = back(cpu64.q), exact.k = back(cpu64.k), exact.v = back(cpu64.v), exact.bias = back(cpu64.bias);
   exact.sink = back(cpu64.sink), exact.mask = cpu64.mask;
-  const auto e = parity::run_attention(exact, false, {}, false);
-  const auto lo = parity::run_attention(on(at::kCUDA, dtype), false, {}, false);
-  const auto f = parity::run_attention(on(at::kCUDA, dtype), true, {}, false);
+  const auto e = parity::run_attention(exact, false);
+  const auto lo = parity::run_attention(on(at::kCUDA, dtype), false);
+  const auto f = parity::run_attention(on(at::kCUDA, dtype), true);
   const double fl = floor_for(dtype);
   expect_within_rule(f.o, lo.o, e.o, fl, what + " o");
   expect_within_rule(f.lse, lo.lse, e.lse, fl, what + " lse");

@@ -29,14 +29,17 @@ struct CpuTiling {
 };
 
 /// Forward: writes o and lse (ForwardArgs). has_sink with a null sink_logit means b_h = 0
-/// (off_by_one), as in the CUDA launcher. Memory beyond the outputs: O(threads * tile * head_dim).
+/// (off_by_one), as in the CUDA launcher. Memory beyond the outputs, per thread: one key tile, one
+/// score tile and one query tile's accumulators, O(k_tile * head_dim + q_tile * (k_tile + head_dim)),
+/// independent of T.
 void flash_attention_forward_cpu(const AttentionShape& shape, const ForwardArgs& args,
                                  const ParallelFor& parallel = {}, const CpuTiling& tiling = {});
 
 /// Backward: writes d_q, d_k, d_v (overwritten) and d_sink_logit / d_routing_bias where non-null,
 /// recomputing probabilities from lse. `d_lse` ([B, H, Tq] acc type, may be null) is the upstream
 /// gradient of lse itself; it enters as D_i -> D_i - d_lse_i. Deterministic: parallel over (b, h),
-/// d_sink_logit reduced over the batch in a fixed order. Memory beyond the outputs: O(B H Tq).
+/// d_sink_logit reduced over the batch in a fixed order. Memory beyond the outputs: per thread the
+/// tiles of the forward plus D_i of one head (Tq values), and B * H partial sink gradients.
 void flash_attention_backward_cpu(const AttentionShape& shape, const BackwardArgs& args,
                                   const void* d_lse = nullptr, const ParallelFor& parallel = {},
                                   const CpuTiling& tiling = {});

@@ -108,11 +108,12 @@ class FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFu
                                const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& sink,
                                const std::optional<at::Tensor>& mask, double scale, int64_t q_tile, int64_t k_tile) {
     const auto type = q.scalar_type(), acc = detail::acc_dtype(type);
-    KernelInputs t{detail::kernel_ready(q, type), detail::kernel_ready(k, type), detail::kernel_ready(v, type),
-                   detail::kernel_ready(bias.value_or(at::Tensor()), acc),
-                   detail::kernel_ready(sink.value_or(at::Tensor()), acc),
-                   detail::kernel_ready(mask.value_or(at::Tensor()), at::kBool)};
-    t.o = at::empty_like(t.q);                                                  // (B, H, Tq, d)
+    KernelInputs t;
+    t.q = detail::kernel_ready(q, type), t.k = detail::kernel_ready(k, type), t.v = detail::kernel_ready(v, type);
+    t.bias = detail::kernel_ready(bias.value_or(at::Tensor()), acc);
+    t.sink = detail::kernel_ready(sink.value_or(at::Tensor()), acc);
+    t.mask = detail::kernel_ready(mask.value_or(at::Tensor()), at::kBool);
+    t.o = at::empty_like(t.q);                                                     // (B, H, Tq, d)
     t.lse = at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(acc));  // (B, H, Tq)
     run_forward(shape_of(t, scale), t, {q_tile, k_tile});
     ctx->set_materialize_grads(false);  // an unused output's gradient stays undefined: no zeros formed

@@ -38,9 +38,15 @@ TEST_P(ArmParity, FusedMatchesReferenceForwardAndBackward) {
   expect_close(got.dc, want.dc, tol, name + " d c_h");
   // The arm's own parameters must receive a gradient (an all-zero one would pass the comparison
   // trivially if both sides dropped it).
-  if (arm.sink == SinkKind::learned) EXPECT_GT(got.db.abs().max().item<double>(), 0.0);
-  if (arm.gate == GateKind::norm) EXPECT_GT(got.dtau.abs().max().item<double>(), 0.0);
-  if (arm.gate == GateKind::projection) EXPECT_GT(got.dw.abs().max().item<double>(), 0.0);
+  if (arm.sink == SinkKind::learned) {
+    EXPECT_GT(got.db.abs().max().item<double>(), 0.0);
+  }
+  if (arm.gate == GateKind::norm) {
+    EXPECT_GT(got.dtau.abs().max().item<double>(), 0.0);
+  }
+  if (arm.gate == GateKind::projection) {
+    EXPECT_GT(got.dw.abs().max().item<double>(), 0.0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllArms, ArmParity,

@@ -123,7 +123,10 @@ void adopt(Session& s, const LoadedCheckpoint& ckpt) {
 bool resume(Session& s, const TrainOptions& options) {
   if (options.branch_from) {
     const auto source = *options.branch_from;
-    auto ckpt = fs::exists(source / "state.json") ? load_checkpoint(source) : load_latest(source).value();
+    std::optional<LoadedCheckpoint> found =
+        fs::exists(source / "state.json") ? std::optional(load_checkpoint(source)) : load_latest(source);
+    if (!found) throw TrainError("--branch-from " + source.string() + ": no checkpoint there");
+    auto& ckpt = *found;
     adopt(s, ckpt);
     s.state.extra["parent"] = {{"checkpoint", ckpt.dir.string()}, {"step", ckpt.state.step}};
     s.elapsed_before = 0.0;
@@ -219,6 +222,8 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
   s.device = resolve_device(cfg.train.device);
   s.autocast = cfg.train.precision == "bf16" && s.device.is_cuda();
   s.peak = peak_flops(s.device);
+  if (options.branch_from && !fs::exists(*options.branch_from))  // before claiming a directory for it
+    throw TrainError("--branch-from " + options.branch_from->string() + ": no such checkpoint or run directory");
   run_dir::claim(s.dir, cfg, options.branch_from.has_value());
   open_data(s);
   build_model(s);

@@ -1,8 +1,10 @@
 // The local sweep runner: a pool of `attnlab train` child processes. The trainer does the hard
 // parts (claiming the directory, resuming, checkpointing on a signal); the runner only decides what
 // to start, forwards signals and keeps the manifest current.
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -66,10 +68,29 @@ std::vector<std::string> gpu_ids(int64_t gpus) {
   return ids;
 }
 
+// One sweep per output root at a time: two would start the same runs into the same directories.
+// flock is released by the kernel when this process ends, however it ends.
+class SweepLock {
+ public:
+  explicit SweepLock(const fs::path& out) {
+    fs::create_directories(out);
+    const fs::path path = out / "sweep.lock";
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0 || ::flock(fd_, LOCK_EX | LOCK_NB) != 0)
+      throw SweepError(path.string() + ": another attnlab sweep is running on " + out.string());
+  }
+  ~SweepLock() { ::close(fd_); }
+  SweepLock(const SweepLock&) = delete;
+  SweepLock& operator=(const SweepLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 class Pool {
  public:
   Pool(const SweepSpec& spec, const std::vector<SweepRun>& runs, const SweepOptions& options)
-      : spec_(spec), runs_(runs), options_(options), states_(inspect_runs(runs)) {
+      : spec_(spec), runs_(runs), options_(options) {
     log_ = options.log ? options.log : [](const std::string& line) { spdlog::info("{}", line); };
     workers_ = options.workers > 0 ? options.workers : default_workers(runs, options.gpus);
     if (options.gpus > 0) gpus_ = gpu_ids(options.gpus);
@@ -77,6 +98,8 @@ class Pool {
   }
 
   SweepOutcome run() {
+    SweepLock lock(spec_.out);
+    states_ = inspect_runs(runs_);  // again, now that no other sweep can change them
     write_run_configs(spec_, runs_);
     fs::create_directories(spec_.out / "logs");
     std::deque<size_t> queue;

@@ -2,6 +2,10 @@
 // `--dry-run` prints, the manifest, the Slurm script, and the shipped sweeps.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -146,6 +150,23 @@ TEST_F(SweepTest, SlurmScriptHasOneArrayTaskPerRunWithTheSameCommand) {
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n---\n" << text;
   EXPECT_TRUE(fs::exists(dir() / "out/configs/small.yaml"));
   EXPECT_EQ(std::system(("bash -n " + script.string()).c_str()), 0) << "the script must parse";
+}
+
+TEST_F(SweepTest, ASecondSweepOnTheSameOutputIsRefused) {
+  const auto spec = sweep("grid: {seed: [1]}\n");
+  fs::create_directories(dir() / "out");
+  const int fd = ::open((dir() / "out/sweep.lock").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);  // as a running sweep holds it
+  SweepOptions options;
+  options.executable = "/bin/true";
+  try {
+    run_sweep(spec, expand_sweep(spec), options);
+    ADD_FAILURE() << "no error";
+  } catch (const SweepError& e) {
+    EXPECT_NE(std::string(e.what()).find("another attnlab sweep is running"), std::string::npos) << e.what();
+  }
+  ::close(fd);
+  EXPECT_FALSE(fs::exists(dir() / "out/logs")) << "nothing started";
 }
 
 TEST(ShippedSweeps, PaperGridIsNineArmsFourTiersAndThePapersSeeds) {

@@ -15,10 +15,10 @@ inline std::string diff(double v) { return fmt::format("{:+.4f}", v); }
 inline std::string sd(const SampleStats& s) { return s.sd ? fmt::format("{:.4f}", *s.sd) : "-"; }
 inline std::string same_sign(const SampleStats& s) { return fmt::format("{}/{}", s.same_sign, s.n); }
 
-/// "+0.0185", or "0.0024 to 0.0076" for a range.
+/// "+0.0185", "+0.0000 (also quoted as -0.0008)", or "0.0024 to 0.0076" for a range.
 inline std::string paper(const PaperFigure& p, bool signed_value = true) {
   if (p.is_range()) return fmt::format("{:.4f} to {:.4f}", p.low, p.high);
-  return signed_value ? diff(p.low) : loss(p.low);
+  return (signed_value ? diff(p.low) : loss(p.low)) + (p.note.empty() ? "" : " (" + p.note + ")");
 }
 
 /// "+0.0123 ± 0.0040 (2/2 seeds)"; "+0.0123 (1/1 seed)" for one seed; "no pairs" for none.

@@ -64,6 +64,7 @@ void add_report_command(CLI::App& app) {
     const auto report = build_report(args->dir, args->compare_paper);
     write_report_files(report, out);
     print(report, args->format);
+    std::cout.flush();  // the table first, then the note on stderr
     std::cerr << fmt::format("attnlab report: wrote report.md, report.json and CSV files to {}\n", out.string());
     if (!args->plots) return;
     const fs::path python = args->python.empty() ? default_python() : fs::path(args->python);

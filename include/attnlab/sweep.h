@@ -68,8 +68,8 @@ struct SweepRun {
 /// Throws SweepError on duplicate names, ConfigError (naming the run) on an invalid config.
 std::vector<SweepRun> expand_sweep(const SweepSpec& spec);
 
-/// <out>/configs/<tier>.yaml: the file that includes the base and the tier (tier-less sweeps use the
-/// base directly). Writes every run's config file; returns nothing new.
+/// Writes <out>/configs/<tier>.yaml for the tiers of `runs`: a file that includes the base, then the
+/// tier (tier-less sweeps train from the base directly). Throws SweepError when it cannot write.
 void write_run_configs(const SweepSpec& spec, const std::vector<SweepRun>& runs);
 
 /// `attnlab train` arguments of a run (argv[1...]): train --config <file> --set k=v ...
@@ -107,7 +107,8 @@ int64_t default_workers(const std::vector<SweepRun>& runs, int64_t gpus);
 /// output appended to <out>/logs/<name with '/' as '_'>.log), skipping finished ones; an
 /// interrupted run resumes by itself from its checkpoint. SIGINT / SIGTERM are forwarded to the
 /// children; no new run starts, and the sweep returns once they have checkpointed and exited.
-/// Rewrites the manifest at every change. Throws SweepError if a child cannot be started.
+/// Rewrites the manifest at every change. A run whose process cannot be started counts as failed.
+/// Throws SweepError when `executable` does not exist or another sweep holds <out>/sweep.lock.
 SweepOutcome run_sweep(const SweepSpec& spec, const std::vector<SweepRun>& runs, const SweepOptions& options);
 
 /// Writes <out>/slurm/<name>.sbatch: a job array with one task per run (in manifest order) that runs

@@ -143,7 +143,15 @@ class Pool {
     std::vector<std::string> env;
     if (!gpus_.empty()) env.push_back("CUDA_VISIBLE_DEVICES=" + gpus_[static_cast<size_t>(slot) % gpus_.size()]);
     const auto& state = states_[i];
-    const pid_t pid = process::spawn(options_.executable, train_arguments(run), log_path(spec_, run), env);
+    pid_t pid = 0;
+    try {
+      pid = process::spawn(options_.executable, train_arguments(run), log_path(spec_, run), env);
+    } catch (const std::runtime_error& e) {  // counted like a failed run: the workers already running go on
+      ++outcome_.failed;
+      slots_[static_cast<size_t>(slot)] = false;
+      log_(fmt::format("FAILED {}: {}", run.name, e.what()));
+      return;
+    }
     active_.push_back({pid, i, slot, Clock::now()});
     log_(fmt::format("start {} ({}){}", run.name,
                      state.status == RunStatus::not_started ? "new" : describe(state),

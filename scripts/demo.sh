@@ -6,7 +6,7 @@
 # Re-running skips finished runs and resumes interrupted ones. Extra arguments go to `attnlab sweep`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build.sh
+bash scripts/build.sh --target attnlab
 BUILD_DIR="${ATTNLAB_BUILD_DIR:-build}"
 bash scripts/prepare_corpus.sh
 

@@ -8,7 +8,9 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "attnlab/batch_sampler.h"
 #include "attnlab/checkpoint.h"
+#include "attnlab/lr_schedule.h"
 #include "attnlab/shards.h"
 #include "attnlab/trainer.h"
 
@@ -181,6 +183,56 @@ TEST_F(TrainTest, BranchRunStartsFromTheCheckpointAndRecordsItsParent) {
   EXPECT_EQ(metrics(dir_ / "b").front()["step"], 7);
   const auto final_json = nlohmann::json::parse(std::ifstream(dir_ / "b/final.json"));
   EXPECT_EQ(final_json["parent"]["step"], 6);
+}
+
+// Issue 7's keep/remove-decay test rests on this: the branch's first step is exactly one AdamW step
+// from the parent's full state (weights, moments, step count, data position) with the overridden
+// weight decay. The expected step is computed here from the loaded parent checkpoint by hand.
+TEST_F(TrainTest, BranchFirstStepIsAnAdamWStepWithoutDecayFromTheParentsFullState) {
+  TrainOptions stop;
+  stop.stop_after_steps = 6;
+  train(config("a", {"optim.grad_clip=0"}), stop);
+  TrainOptions branch;
+  branch.branch_from = checkpoint_dir(dir_ / "a", 6);
+  branch.stop_after_steps = 1;
+  const auto cfg = config("b", {"optim.weight_decay=0", "optim.grad_clip=0"});
+  train(cfg, branch);
+  const auto parent = load_checkpoint(checkpoint_dir(dir_ / "a", 6));
+  const auto child = load_checkpoint(checkpoint_dir(dir_ / "b", 7));
+  EXPECT_EQ(child.state.extra["parent"]["step"], 6);
+  EXPECT_EQ(child.state.extra["parent"]["checkpoint"], checkpoint_dir(dir_ / "a", 6).string());
+  EXPECT_EQ(child.state.data_position, 7);
+  EXPECT_EQ(child.state.tokens_seen, parent.state.tokens_seen + 128);
+  EXPECT_EQ(child.optimizer_groups[0]["weight_decay"], 0.0);
+  EXPECT_EQ(parent.optimizer_groups[0]["weight_decay"], 0.1);
+
+  // The gradient of step 7 (index 6) on the parent's weights, accumulated over 2 micro-batches.
+  GPT model(parent.model_config);
+  restore_model(parent, *model);
+  BatchSampler sampler(std::make_shared<const ShardSet>(ShardSet::open(cfg.data.train, 64)),
+                       BatchSamplerOptions{cfg.train.batch_size, cfg.train.seq_len, cfg.seed});
+  for (int64_t micro = 0; micro < 2; ++micro) {
+    const auto batch = sampler.batch(6, micro);
+    (lm_loss(model->forward(batch.x), batch.y) / 2.0).backward();
+  }
+  const double lr = learning_rate(cfg.optim, 6, cfg.total_steps());
+  const double b1 = cfg.optim.beta1, b2 = cfg.optim.beta2, eps = cfg.optim.eps;
+  double worst = 0.0, decay_effect = 0.0;
+  for (const auto& item : model->named_parameters()) {
+    const auto& name = item.key();
+    const auto g = item.value().grad().to(torch::kDouble);
+    const auto w0 = parent.weights.at(name).to(torch::kDouble);
+    const auto m = b1 * parent.optimizer.at("exp_avg." + name).to(torch::kDouble) + (1 - b1) * g;
+    const auto v = b2 * parent.optimizer.at("exp_avg_sq." + name).to(torch::kDouble) + (1 - b2) * g * g;
+    const double t = double(parent.optimizer.at("step." + name).item<int64_t>() + 1);
+    const auto update = lr * (m / (1 - std::pow(b1, t))) / ((v / (1 - std::pow(b2, t))).sqrt() + eps);
+    const auto w1 = child.weights.at(name).to(torch::kDouble);
+    worst = std::max(worst, (w1 - (w0 - update)).abs().max().item<double>());
+    EXPECT_LT((child.optimizer.at("exp_avg." + name).to(torch::kDouble) - m).abs().max().item<double>(), 1e-7) << name;
+    if (model->decays(name)) decay_effect = std::max(decay_effect, (lr * 0.1 * w0).abs().max().item<double>());
+  }
+  EXPECT_LT(worst, 1e-6);
+  EXPECT_GT(decay_effect, 20 * 1e-6);  // had the branch kept lambda = 0.1, the check above would fail
 }
 
 }  // namespace

@@ -70,6 +70,13 @@ struct Preconditioned {
   int64_t step = 0;
 };
 
+at::Tensor moment(const LoadedCheckpoint& ckpt, const std::string& key) {
+  const auto it = ckpt.optimizer.find(key);
+  if (it == ckpt.optimizer.end())
+    throw std::invalid_argument(ckpt.dir.string() + ": the optimizer state has a step but no '" + key + "'");
+  return it->second.to(torch::kDouble);
+}
+
 Preconditioned preconditioned(const LoadedCheckpoint* ckpt, const std::string& name) {
   Preconditioned out;
   if (ckpt == nullptr || ckpt->optimizer_groups.empty()) return out;
@@ -83,8 +90,7 @@ Preconditioned preconditioned(const LoadedCheckpoint* ckpt, const std::string& n
     out.step = step->second.item<int64_t>();
     const double b1 = group["betas"][0].get<double>(), b2 = group["betas"][1].get<double>();
     const double eps = group["eps"].get<double>();
-    const auto m = ckpt->optimizer.at("exp_avg." + name).to(torch::kDouble);
-    const auto v = ckpt->optimizer.at("exp_avg_sq." + name).to(torch::kDouble);
+    const auto m = moment(*ckpt, "exp_avg." + name), v = moment(*ckpt, "exp_avg_sq." + name);
     const double t = double(out.step);
     out.u = (m / (1.0 - std::pow(b1, t))) / ((v / (1.0 - std::pow(b2, t))).sqrt() + eps);
     return out;

@@ -54,7 +54,7 @@ CeilingArm run_arm(BlockImpl& block, const at::Tensor& x, const at::Tensor& out,
                    double shift, std::string name, std::vector<int64_t> channels) {
   const int64_t d = x.size(2);
   const auto x_in = x.select(1, position).to(torch::kDouble);  // (B, d)
-  const auto idx = torch::tensor(channels, torch::kLong);
+  const auto idx = torch::tensor(channels, torch::kLong).to(x.device());
   const auto in_set = x_in.index_select(1, idx).pow(2).sum(1);  // (B)
   if ((in_set == 0).any().item<bool>())
     throw std::invalid_argument("ceiling arm '" + name + "': its channels are all zero in some sequence");
@@ -63,15 +63,14 @@ CeilingArm run_arm(BlockImpl& block, const at::Tensor& x, const at::Tensor& out,
 
   auto edited = x.clone();
   auto row = edited.select(1, position);
-  const auto idx_dev = idx.to(x.device());
-  row.index_copy_(1, idx_dev, row.index_select(1, idx_dev) * g.to(x.device(), x.scalar_type()).unsqueeze(1));
+  row.index_copy_(1, idx, row.index_select(1, idx) * g.to(x.scalar_type()).unsqueeze(1));
   const auto out_edited = block.forward(edited, layer);
 
   const auto x_in2 = edited.select(1, position).to(torch::kCPU, torch::kDouble);
   const auto y = out.select(1, position).to(torch::kCPU, torch::kDouble);
   const auto y2 = out_edited.select(1, position).to(torch::kCPU, torch::kDouble);
   const auto xin = x_in.cpu();
-  const auto excess = x_in2.pow(2).mean(1).sqrt() - rms_in.cpu();
+  const auto excess = x_in2.pow(2).mean(1).sqrt() - rms_in.cpu();  // float64 on the CPU from here on
   const auto out_shift = y2.pow(2).mean(1).sqrt() - y.pow(2).mean(1).sqrt();
 
   CeilingArm arm;

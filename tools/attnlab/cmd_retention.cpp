@@ -57,7 +57,7 @@ void add_retention_command(CLI::App& app) {
   struct Args {
     ProbeArgs probe;
     std::vector<int64_t> layers;
-    int64_t top_k = 16;
+    int64_t top_k = 16, position = 0;
     std::string out;
   };
   auto args = std::make_shared<Args>();
@@ -73,12 +73,15 @@ void add_retention_command(CLI::App& app) {
   cmd->add_option("--layers", args->layers, "Residual layers L in [1, n_layer] (default: all)")->delimiter(',');
   cmd->add_option("--top-k", args->top_k, "Channels per layer: the top k by mean |x_c| at the sink; 0 = all")
       ->capture_default_str();
+  cmd->add_option("--position", args->position, "Position whose |x_c| ranks the channels (0: the sink token)")
+      ->capture_default_str();
   cmd->add_option("--device", args->probe.device, "auto | cpu | cuda")->capture_default_str();
   cmd->callback([args] {
     auto in = open_probe(args->probe);
     RetentionOptions o;
     o.layers = args->layers;
     o.top_k = args->top_k;
+    o.position = args->position;
     o.weight_decay = in.ckpt.state.config.contains("optim") ? in.ckpt.state.config["optim"].value("weight_decay", 0.0) : 0.0;
     const auto res = writer_retention(*in.model, in.batches, in.has_optimizer ? &in.ckpt : nullptr, o);
     nlohmann::json weights = nlohmann::json::array(), biases = nlohmann::json::array();
@@ -90,6 +93,7 @@ void add_retention_command(CLI::App& app) {
                        "m_hat/(sqrt(v_hat)+eps) of the checkpoint's AdamW state, null without it; writer row of "
                        "channel c = weight[c, :] of h.<L-1>.attn.c_proj / h.<L-1>.mlp.c_proj"},
         {"top_k", args->top_k},
+        {"position", args->position},
         {"mean_loss", res.mean_loss},
         {"optimizer_step", res.optimizer_step ? nlohmann::json(*res.optimizer_step) : nlohmann::json()},
         {"weights", weights},

@@ -45,7 +45,7 @@ struct RetentionRow {
   int64_t rank = 0;              ///< rank of the channel by mean |x_c| at the sink (0 = dominant)
   double sink_abs_x = 0.0;       ///< mean over sequences of |x_c| at `position`, residual layer L
   double norm = 0.0;             ///< ||w|| (|b_c| for a bias)
-  double G = 0.0;                ///< raw retention, 1/step units of lambda; NaN when norm = 0
+  double G = 0.0;                ///< raw retention (compared with lambda); NaN when norm = 0
   std::optional<double> G_pre;   ///< preconditioned retention; nullopt without optimizer state
   double weight_decay = 0.0;     ///< lambda applied to this parameter (0 for biases)
 };
@@ -63,8 +63,8 @@ struct RetentionResult {
 /// no parameter is updated (their .grad is left zeroed). `optimizer` supplies the AdamW moments and
 /// groups (LoadedCheckpoint::optimizer / optimizer_groups); null, or loaded without the optimizer,
 /// gives G_pre = nullopt (never approximated). Throws std::invalid_argument for no batches, a layer
-/// outside [1, n_layer], top_k outside [0, d_model] or a position outside the sequence;
-/// CheckpointError-free: a parameter AdamW never stepped simply has no G_pre.
+/// outside [1, n_layer], top_k outside [0, d_model], a position outside the sequence, or optimizer
+/// state that holds a step but not both moments of a writer. A writer AdamW never stepped has no G_pre.
 RetentionResult writer_retention(GPTImpl& model, const std::vector<Batch>& batches,
                                  const LoadedCheckpoint* optimizer, const RetentionOptions& options);
 

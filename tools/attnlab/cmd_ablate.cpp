@@ -1,7 +1,9 @@
 // `attnlab ablate --checkpoint <dir> --layer l --channels c,..|top:k|random:k --mode zero|mean|scale:a
 // --out <dir>`: one forward and backward pass with and without the edit at the sink token, and the
 // matched-rms ceiling experiment at the same layer (SPEC section 5).
+#include <cmath>
 #include <iostream>
+#include <limits>
 #include <memory>
 
 #include <fmt/format.h>
@@ -49,9 +51,11 @@ std::string markdown(const nlohmann::json& doc, const AblationResult& r, const C
   for (const auto* pass : {&r.reference, &r.ablated})
     out += fmt::format("| {} | {:.6f} | {:.4g} | {:.4g} | {:.4g} |\n", pass == &r.reference ? "unablated" : "ablated",
                        pass->loss, pass->rms, pass->grad_norm, pass->product);
-  out += fmt::format("\nLoss change {:+.6f} nats/token; ablated / unablated: rms {:.4f}, grad norm {:.4f}, product {:.4f}.\n",
-                     r.ablated.loss - r.reference.loss, ratio(r.ablated.rms, r.reference.rms),
-                     ratio(r.ablated.grad_norm, r.reference.grad_norm), ratio(r.ablated.product, r.reference.product));
+  const auto shown = [](double v) { return std::isfinite(v) ? fmt::format("{:.4f}", v) : std::string("n/a"); };
+  out += fmt::format("\nLoss change {:+.6f} nats/token; ablated / unablated: rms {}, grad norm {}, product {}.\n",
+                     r.ablated.loss - r.reference.loss, shown(ratio(r.ablated.rms, r.reference.rms)),
+                     shown(ratio(r.ablated.grad_norm, r.reference.grad_norm)),
+                     shown(ratio(r.ablated.product, r.reference.product)));
   out += "\n| block | sink attention, unablated | ablated | change |\n|---|---|---|---|\n";
   for (size_t l = 0; l < r.reference.sink_attention.size(); ++l)
     out += fmt::format("| {} | {:.5f} | {:.5f} | {:+.5f} |\n", l, r.reference.sink_attention[l], r.ablated.sink_attention[l],

@@ -30,3 +30,24 @@ std::optional<PaperFigure> paper_val_loss(const std::string& arm, const std::str
 std::optional<std::string> paper_best_arm(const std::string& tier);
 
 }  // namespace attnlab
+
+namespace attnlab {
+
+/// paper_figures.md's "Trained-model measurements" table and exposure sentence (paper 000), at the
+/// paper's scale (124m, 350m): shares as fractions (6.0% -> 0.060); empty where not reported.
+struct PaperProbeRow {
+  std::string scale, arm;
+  std::optional<double> first_key_mass, read_norm_ratio, phantom_mass, exposure;
+};
+const std::vector<PaperProbeRow>& paper_probe_rows();
+
+/// One junk-injection figure of paper_figures.md: the loss increase (nats) of `arm` at `eps`, or a
+/// range (low < high) where the paper gives one. cutoff "median" | "p25" | "" (not stated).
+struct PaperInjection {
+  std::string scale, arm, kind, cutoff;
+  double eps = 0.0;
+  PaperFigure increase;
+};
+const std::vector<PaperInjection>& paper_injections();
+
+}  // namespace attnlab

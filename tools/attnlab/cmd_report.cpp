@@ -8,6 +8,7 @@
 
 #include "attnlab/report.h"
 #include "commands.h"
+#include "report_probes.h"
 
 namespace attnlab::cli {
 namespace {
@@ -47,6 +48,7 @@ void add_report_command(CLI::App& app) {
   struct Args {
     std::string dir, format = "md", out, python, plot_script;
     bool compare_paper = false, plots = false;
+    ProbeReportOptions probes;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("report", "Paired-seed report of a sweep (SPEC section 3): losses per arm, paired "
@@ -59,6 +61,7 @@ void add_report_command(CLI::App& app) {
   cmd->add_flag("--plots", args->plots, "Also draw PNGs with tools/plot_report.py (matplotlib)");
   cmd->add_option("--python", args->python, "Python with matplotlib (default: $ATTNLAB_VENV/bin/python)");
   cmd->add_option("--plot-script", args->plot_script, "Path of tools/plot_report.py (default: found from the build)");
+  add_probe_report_flags(cmd, args->probes);
   cmd->callback([args] {
     const fs::path out = args->out.empty() ? fs::path(args->dir) / "report" : fs::path(args->out);
     const auto report = build_report(args->dir, args->compare_paper);
@@ -66,11 +69,12 @@ void add_report_command(CLI::App& app) {
     print(report, args->format);
     std::cout.flush();  // the table first, then the note on stderr
     std::cerr << fmt::format("attnlab report: wrote report.md, report.json and CSV files to {}\n", out.string());
-    if (!args->plots) return;
     const fs::path python = args->python.empty() ? default_python() : fs::path(args->python);
     const fs::path script = args->plot_script.empty() ? default_plot_script() : fs::path(args->plot_script);
-    if (const int code = render_plots(python, script, out / "report.json", out))
-      throw std::runtime_error(fmt::format("plots: {} exited with {}", script.string(), code));
+    if (args->plots)
+      if (const int code = render_plots(python, script, out / "report.json", out))
+        throw std::runtime_error(fmt::format("plots: {} exited with {}", script.string(), code));
+    run_probe_report(report, args->probes, out, args->plots, python, script.parent_path());
   });
 }
 

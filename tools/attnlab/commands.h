@@ -14,5 +14,7 @@ void add_sweep_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_retention_command(CLI::App& app);
 void add_ablate_command(CLI::App& app);
+void add_probe_command(CLI::App& app);
+void add_inject_command(CLI::App& app);
 
 }  // namespace attnlab::cli

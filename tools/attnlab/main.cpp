@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   attnlab::cli::add_report_command(app);
   attnlab::cli::add_retention_command(app);
   attnlab::cli::add_ablate_command(app);
+  attnlab::cli::add_probe_command(app);
+  attnlab::cli::add_inject_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,84 @@
+// Junk injection at evaluation (SPEC section 4, paper 000): per layer and head, the quiet value
+// reads (||v_j|| below the head's median or 25th percentile) receive eps * m_h * u_j before any gate,
+// where m_h is the head's median read norm and u_j a unit junk direction; the validation loss rises.
+// docs/probes.md states every convention.
+//
+// Pairing: for one seed the junk draws (donor positions, gaussian directions) are a function of
+// (seed, layer, batch index, B, H, T, d) only, drawn for every head and position whatever the
+// cutoff selects, so every arm of a tier receives the same junk. Text position t uses draw slot t;
+// sink_token's learned token (model position 0) uses the extra slot T, so text positions get the
+// same junk in every arm.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "attnlab/batch_sampler.h"
+#include "attnlab/probes.h"
+
+namespace attnlab {
+
+class GPTImpl;
+
+enum class JunkKind {
+  structured,      ///< a value read of the same layer and head transplanted from a random position of
+                   ///< another sequence of the batch, normalised to a unit direction
+  gaussian,        ///< a standard normal vector normalised to a unit direction
+  gate_direction,  ///< the head's projection-gate direction w_h / ||w_h|| (projection gates only)
+};
+
+/// "structured" | "gaussian" | "gate_direction"; throws std::invalid_argument naming the value.
+JunkKind parse_junk_kind(const std::string& name);
+std::string to_string(JunkKind kind);
+
+/// The random part of the junk for one (seed, layer, batch): what is identical across arms.
+struct JunkDraws {
+  at::Tensor donor_seq;  ///< [B, H, T + 1] int64: donor sequence, never the read's own (structured)
+  at::Tensor donor_pos;  ///< [B, H, T + 1] int64: donor text position in [0, T) (structured)
+  at::Tensor gaussian;   ///< [B, H, T + 1, d] float64 unit vectors (gaussian)
+};
+
+/// Draws the junk of `kind` for text length T (slots 0..T-1 are text positions, slot T is
+/// sink_token's learned token) from a CPU generator seeded by (seed, layer, batch_index).
+/// gate_direction draws nothing. Throws std::invalid_argument for structured junk with B < 2 (no
+/// other sequence to take a read from).
+JunkDraws draw_junk(JunkKind kind, uint64_t seed, int64_t layer, int64_t batch_index, int64_t B, int64_t H, int64_t T,
+                    int64_t d);
+
+/// Unit junk directions u [B, H, Tm, d] (float64) for the raw value reads v [B, H, Tm, d] of one layer,
+/// Tm = T, or T + 1 with `sink_token` (model position 0 is the learned token). structured: the donor's
+/// read normalised (a zero read gives u = 0); gate_direction: gate_w [H, d] normalised (throws
+/// std::invalid_argument when gate_w is undefined or a row is zero).
+at::Tensor junk_directions(JunkKind kind, const JunkDraws& draws, const at::Tensor& v, const at::Tensor& gate_w,
+                           bool sink_token);
+
+/// v + eps * m_h * u on the quiet reads of each (sequence, head), v elsewhere (bit for bit):
+/// v, u [B, H, Tm, d] -> [B, H, Tm, d] in v's dtype. m_h = median read norm of that sequence and head.
+at::Tensor inject_junk(const at::Tensor& v, const at::Tensor& u, double eps, QuietCutoff cutoff);
+
+struct InjectOptions {
+  JunkKind kind = JunkKind::structured;
+  QuietCutoff cutoff = QuietCutoff::median;
+  std::vector<double> eps = {0.2, 0.4, 0.8, 1.6};
+  std::vector<int64_t> layers;  ///< layers injected together; empty = all
+  bool per_layer = false;       ///< also each listed layer alone
+  uint64_t seed = 0;
+};
+
+/// Throws std::invalid_argument with the reason when `kind` cannot run on `model` (gate_direction
+/// without a projection gate), a layer index is out of range, or an eps is negative or not finite.
+void check_inject_options(const GPTImpl& model, const InjectOptions& options);
+
+/// Clean validation loss and the loss at every dose (nats/token, token-weighted over `batches`,
+/// float32 forward on `device`, the model's attention backend). Returns {"clean_loss", "doses":
+/// [{"eps", "loss", "increase"}], "per_layer": [{"layer", "doses": [...]}] (when asked)}.
+/// Throws as check_inject_options().
+nlohmann::json inject_model(GPTImpl& model, const std::vector<Batch>& batches, const c10::Device& device,
+                            const InjectOptions& options);
+
+}  // namespace attnlab

@@ -1,0 +1,45 @@
+// `attnlab report --probes --inject` (issue 6): the trained-model measurements and junk-injection
+// dose-response of SPEC section 4 for every finished run of a sweep, as paper 000 tabulates them.
+// Results are cached in each run's probes/ folder (probe_run.h) and reused while their key (checkpoint
+// step, tokens, options) matches.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "attnlab/probe_run.h"
+#include "attnlab/report.h"
+
+namespace attnlab {
+
+struct ProbeReportOptions {
+  bool probes = false;  ///< run (or reuse) `probe` on every finished run
+  bool inject = false;  ///< run (or reuse) `inject` with both cutoffs, structured and gaussian junk,
+                        ///< and gate_direction junk for arms with a projection gate
+  ProbeDataOptions data{16, 0, 8, std::nullopt};  ///< N = 16 sequences of the run's seq_len
+  std::string data_pattern;                       ///< val shards; empty = each run's data.val
+  std::vector<double> eps = {0.2, 0.4, 0.8, 1.6};
+  uint64_t seed = 0;  ///< junk seed (the same for every arm)
+  std::string device = "cpu";
+};
+
+/// For each finished run of `report`: {"name", "tier", "variant", "arm", "seed", "probe": probe JSON
+/// (or null), "inject": [injection JSON, ...], "error": text when the run could not be probed}.
+/// A run that fails (no checkpoint, data missing) is recorded with its error, never dropped.
+nlohmann::json collect_probe_results(const SweepReport& report, const ProbeReportOptions& options);
+
+/// Markdown tables per tier: first-key mass, sink rate, read-norm ratio, phantom mass, exposure and
+/// gates per arm (mean over seeds); dose-response per arm, junk kind and cutoff (mean increase in
+/// nats). With `compare_paper`, the paper's 124m / 350m figures beside them, labelled as the
+/// paper's scale.
+std::string probe_tables_markdown(const nlohmann::json& results, bool compare_paper);
+
+/// Runs `python script probes.json --out out_dir` (tools/plot_probes.py: first-key-mass heatmaps,
+/// dose-response curves) and returns its exit code.
+int render_probe_plots(const std::filesystem::path& python, const std::filesystem::path& script,
+                       const std::filesystem::path& probes_json, const std::filesystem::path& out_dir);
+
+}  // namespace attnlab

@@ -1,0 +1,107 @@
+// Measurements on trained models (SPEC section 4, paper 000's second half): how much attention the
+// first key takes, how quiet its read is, the phantom mass of a sink logit, how much attention lands
+// on quiet reads (exposure), and what a gate does. docs/probes.md states every convention.
+//
+// The statistics are pure functions of tensors (probabilities, read norms, phantom mass, gates) so
+// tests can feed hand-made ones; probe_model() runs a checkpoint's reference attention layer by layer
+// and feeds them. Everything accumulates in float64.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "attnlab/batch_sampler.h"
+
+namespace attnlab {
+
+class GPTImpl;
+
+/// A head counts as an attention sink when its mean attention to key 0, over every query that sees
+/// it (i >= 0), exceeds this (the threshold of the attention-sink literature, e.g. Gu et al. 2024).
+inline constexpr double kSinkRateThreshold = 0.3;
+
+/// Which reads count as quiet: ||v_j|| strictly below the head's median or 25th percentile
+/// (SPEC section 4), the percentile taken per (sequence, head) over all T positions with linear
+/// interpolation (numpy's default). Ties with the cutoff are not quiet; T = 1 selects nothing.
+enum class QuietCutoff { median, p25 };
+
+/// "median" | "p25"; throws std::invalid_argument naming the value otherwise.
+QuietCutoff parse_quiet_cutoff(const std::string& name);
+std::string to_string(QuietCutoff cutoff);
+
+/// The cutoff read norm per (sequence, head): read_norm [B, H, T] -> [B, H] float64 (the median, or
+/// the 25th percentile, of the T norms). Throws std::invalid_argument for a tensor that is not 3-D.
+at::Tensor read_norm_cutoff(const at::Tensor& read_norm, QuietCutoff cutoff);
+
+/// Quiet reads: read_norm [B, H, T] -> bool [B, H, T], true where ||v_j|| < read_norm_cutoff.
+at::Tensor quiet_reads(const at::Tensor& read_norm, QuietCutoff cutoff);
+
+/// One layer's attention for one batch, as the probe reads it. Positions include sink_token's
+/// learned token (position 0).
+struct LayerProbeInputs {
+  at::Tensor probs;      ///< [B, H, T, T] a_ij over keys (causal: zero above the diagonal); any float dtype
+  at::Tensor read_norm;  ///< [B, H, T] ||v_j|| of the ungated value reads
+  at::Tensor phantom;    ///< [B, H, T] p_i (SPEC section 1), or undefined for an arm without a sink
+  at::Tensor gate;       ///< [B, H, T] g_j, or undefined for an arm without a gate
+};
+
+/// Float64 sum and count per head: the running mean of one measure.
+struct HeadMeans {
+  std::vector<double> sum, count;
+  explicit HeadMeans(int64_t n_head = 0) : sum(size_t(n_head), 0.0), count(size_t(n_head), 0.0) {}
+  void add(int64_t head, double s, double n) { sum[size_t(head)] += s; count[size_t(head)] += n; }
+  /// sum / count; NaN when nothing was added (e.g. T = 1 for the read-norm ratio).
+  double mean(int64_t head) const;
+};
+
+/// The per-head statistics of one layer, accumulated over batches (SPEC section 4):
+///  - first_key_mass:   mean over sequences and queries i >= 1 of a_i0 (query 0 is excluded: it
+///                      sees only key 0, so a_00 = 1 - p_0 carries no choice);
+///  - sink_score:       mean over sequences and queries i >= 0 of a_i0 (for kSinkRateThreshold);
+///  - phantom_mass:     mean over sequences and queries i >= 0 of p_i (no sink: stays empty);
+///  - read_norm_ratio:  mean over sequences of ||v_0|| / median_{j >= 1} ||v_j|| (T >= 2 and a
+///                      positive median only);
+///  - exposure:         mean over sequences and queries i >= 0 of sum_j a_ij [j quiet at p25]:
+///                      the share of each query's whole attention (phantom included in the
+///                      denominator) that lands on reads below the 25th percentile;
+///  - gate_mean, gate_closed_share: mean over reads of g_j and of [g_j < 0.5] (gated arms only).
+struct LayerProbeSums {
+  HeadMeans first_key_mass, sink_score, phantom_mass, read_norm_ratio, exposure, gate_mean, gate_closed_share;
+  explicit LayerProbeSums(int64_t n_head = 0);
+  int64_t n_head() const { return int64_t(first_key_mass.sum.size()); }
+};
+
+/// Adds one batch to `sums`, sequence by sequence in float64. Throws std::invalid_argument naming the
+/// tensor when a shape disagrees (probs [B, H, T, T], the others [B, H, T], H = sums.n_head()).
+void accumulate_layer(const LayerProbeInputs& in, LayerProbeSums& sums);
+
+/// Per (layer, head), per layer (mean over heads), model (mean over every head) and the sink rate
+/// (share of heads whose sink_score > kSinkRateThreshold) as JSON: {"layers": [{"layer", "heads":
+/// {measure: [H]}, "mean": {measure: x}, "sink_rate"}], "model": {measure: x, "sink_rate"}}.
+/// Measures an arm lacks (phantom, gate) are null.
+nlohmann::json probe_summary(const std::vector<LayerProbeSums>& layers, bool has_phantom, bool has_gate);
+
+/// The names of the measures, in the order the files list them.
+const std::vector<std::string>& probe_measures();
+
+/// Which validation tokens a probe or injection reads.
+struct ProbeDataOptions {
+  int64_t sequences = 32;  ///< N
+  int64_t length = 0;      ///< T tokens per sequence; 0 = the run's train.seq_len (else block_size)
+  int64_t batch_size = 8;  ///< sequences per forward pass (memory only; results do not depend on it
+                           ///< for probe, and injection needs >= 2 for structured junk)
+  std::optional<uint64_t> seed;  ///< probe only: none = the first N validation sequences; a seed =
+                                 ///< N windows drawn by BatchSampler(seed) over the val shards
+};
+
+/// Runs `model` (reference attention, float32, no autocast, no gradients) over `batches` and returns
+/// probe_summary() of every layer. The model's backend is set to reference for the call and restored.
+nlohmann::json probe_model(GPTImpl& model, const std::vector<Batch>& batches, const c10::Device& device);
+
+}  // namespace attnlab

@@ -1,0 +1,53 @@
+// Running a model's reference attention layer by layer and feeding the probe statistics. Only one
+// layer's T x T probabilities exist at a time: the hook consumes them before the next layer runs.
+#include <torch/torch.h>
+
+#include "attnlab/attention.h"
+#include "attnlab/model.h"
+#include "attnlab/probes.h"
+
+namespace attnlab {
+namespace {
+
+// Sets the reference backend for the probe and puts the model's own back afterwards.
+class ReferenceBackendScope {
+ public:
+  explicit ReferenceBackendScope(GPTImpl& model)
+      : model_(model), saved_(model.h[0]->as<Block>()->attn->backend) {
+    model_.set_attention_backend(AttentionBackend::reference);
+  }
+  ~ReferenceBackendScope() { model_.set_attention_backend(saved_); }
+  ReferenceBackendScope(const ReferenceBackendScope&) = delete;
+  ReferenceBackendScope& operator=(const ReferenceBackendScope&) = delete;
+
+ private:
+  GPTImpl& model_;
+  AttentionBackend saved_;
+};
+
+}  // namespace
+
+nlohmann::json probe_model(GPTImpl& model, const std::vector<Batch>& batches, const c10::Device& device) {
+  torch::NoGradGuard no_grad;
+  ReferenceBackendScope reference(model);
+  const auto& cfg = model.config();
+  const bool has_phantom = model.arm().sink != SinkKind::none;
+  const bool has_gate = model.arm().gate != GateKind::none;
+  std::vector<LayerProbeSums> sums(size_t(cfg.n_layer), LayerProbeSums(cfg.n_head));
+
+  ForwardHooks hooks;
+  hooks.return_probs = true;
+  hooks.read_norms = true;
+  hooks.on_attention = [&](const LayerTrace& t) {
+    LayerProbeInputs in;
+    in.probs = t.attention.probs;        // (B, H, T, T)
+    in.read_norm = t.keys.read_norm;     // (B, H, T)
+    if (has_phantom) in.phantom = phantom_mass(t.attention.lse, t.sink_logit);
+    if (has_gate) in.gate = t.keys.gate;
+    accumulate_layer(in, sums[size_t(t.layer)]);
+  };
+  for (const auto& batch : batches) model.forward(batch.x.to(device), &hooks);
+  return probe_summary(sums, has_phantom, has_gate);
+}
+
+}  // namespace attnlab

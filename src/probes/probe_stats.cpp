@@ -1,0 +1,103 @@
+// The per-head statistics of SPEC section 4 as functions of one layer's probabilities and reads.
+// Each sequence is converted to float64 on its own, so a long context never needs a float64 copy
+// of the whole batch's T x T probabilities.
+#include "attnlab/probes.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace attnlab {
+namespace {
+
+void require_shape(const at::Tensor& t, const char* name, at::IntArrayRef shape) {
+  if (!t.defined() || t.sizes() != shape)
+    throw std::invalid_argument(std::string("probe: ") + name + " must have shape " + c10::str(shape) + ", got " +
+                                (t.defined() ? c10::str(t.sizes()) : std::string("undefined")));
+}
+
+// probs [H, T, T], read_norm [H, T] of one sequence, float64.
+void add_attention(const at::Tensor& probs, const at::Tensor& norms, LayerProbeSums& s) {
+  const int64_t H = probs.size(0), T = probs.size(1);
+  auto first = probs.select(2, 0);                                        // (H, T) a_i0
+  auto quiet = quiet_reads(norms.unsqueeze(0), QuietCutoff::p25)[0];      // (H, T)
+  auto exposed = (probs * quiet.unsqueeze(1).to(at::kDouble)).sum({1, 2});  // (H) sum_i sum_j a_ij [j quiet]
+  auto first_after_0 = T > 1 ? first.narrow(1, 1, T - 1).sum(1) : at::zeros({H}, first.options());
+  auto first_all = first.sum(1);
+  for (int64_t h = 0; h < H; ++h) {
+    s.first_key_mass.add(h, first_after_0[h].item<double>(), double(T - 1));
+    s.sink_score.add(h, first_all[h].item<double>(), double(T));
+    s.exposure.add(h, exposed[h].item<double>(), double(T));
+  }
+}
+
+// ||v_0|| / median_{j >= 1} ||v_j|| per head; skipped where undefined (T = 1, zero median).
+void add_read_norm_ratio(const at::Tensor& norms, LayerProbeSums& s) {
+  const int64_t H = norms.size(0), T = norms.size(1);
+  if (T < 2) return;
+  auto median = at::quantile(norms.narrow(1, 1, T - 1), 0.5, /*dim=*/1);  // (H)
+  for (int64_t h = 0; h < H; ++h) {
+    const double m = median[h].item<double>();
+    if (m > 0.0) s.read_norm_ratio.add(h, norms[h][0].item<double>() / m, 1.0);
+  }
+}
+
+void add_per_query(const at::Tensor& values, HeadMeans& means) {  // values (H, T) float64
+  auto sums = values.sum(1);
+  for (int64_t h = 0; h < values.size(0); ++h) means.add(h, sums[h].item<double>(), double(values.size(1)));
+}
+
+}  // namespace
+
+QuietCutoff parse_quiet_cutoff(const std::string& name) {
+  if (name == "median") return QuietCutoff::median;
+  if (name == "p25") return QuietCutoff::p25;
+  throw std::invalid_argument("unknown quiet-read cutoff '" + name + "'; valid: median, p25");
+}
+
+std::string to_string(QuietCutoff cutoff) { return cutoff == QuietCutoff::median ? "median" : "p25"; }
+
+at::Tensor read_norm_cutoff(const at::Tensor& read_norm, QuietCutoff cutoff) {
+  if (!read_norm.defined() || read_norm.dim() != 3)
+    throw std::invalid_argument("read_norm_cutoff: read_norm must be [B, H, T]");
+  const double q = cutoff == QuietCutoff::median ? 0.5 : 0.25;
+  return at::quantile(read_norm.to(at::kDouble), q, /*dim=*/2, /*keepdim=*/false, "linear");  // (B, H)
+}
+
+at::Tensor quiet_reads(const at::Tensor& read_norm, QuietCutoff cutoff) {
+  return read_norm.to(at::kDouble) < read_norm_cutoff(read_norm, cutoff).unsqueeze(-1);  // (B, H, T)
+}
+
+double HeadMeans::mean(int64_t head) const {
+  const auto h = size_t(head);
+  return count[h] > 0 ? sum[h] / count[h] : std::numeric_limits<double>::quiet_NaN();
+}
+
+LayerProbeSums::LayerProbeSums(int64_t n_head)
+    : first_key_mass(n_head), sink_score(n_head), phantom_mass(n_head), read_norm_ratio(n_head), exposure(n_head),
+      gate_mean(n_head), gate_closed_share(n_head) {}
+
+void accumulate_layer(const LayerProbeInputs& in, LayerProbeSums& s) {
+  if (!in.probs.defined() || in.probs.dim() != 4) throw std::invalid_argument("probe: probs must be [B, H, T, T]");
+  const int64_t B = in.probs.size(0), H = in.probs.size(1), T = in.probs.size(2);
+  require_shape(in.probs, "probs", {B, s.n_head(), T, T});
+  require_shape(in.read_norm, "read_norm", {B, H, T});
+  if (in.phantom.defined()) require_shape(in.phantom, "phantom", {B, H, T});
+  if (in.gate.defined()) require_shape(in.gate, "gate", {B, H, T});
+  torch::NoGradGuard no_grad;
+  for (int64_t b = 0; b < B; ++b) {
+    const auto norms = in.read_norm[b].to(at::kDouble);  // (H, T)
+    add_attention(in.probs[b].to(at::kDouble), norms, s);
+    add_read_norm_ratio(norms, s);
+    if (in.phantom.defined()) add_per_query(in.phantom[b].to(at::kDouble), s.phantom_mass);
+    if (in.gate.defined()) {
+      const auto g = in.gate[b].to(at::kDouble);
+      add_per_query(g, s.gate_mean);
+      add_per_query((g < 0.5).to(at::kDouble), s.gate_closed_share);
+    }
+  }
+}
+
+}  // namespace attnlab

@@ -1,0 +1,70 @@
+// Running (or reusing) probe and injection results for every finished run of a sweep.
+#include <spdlog/spdlog.h>
+
+#include "attnlab/arm.h"
+#include "attnlab/probe_report.h"
+#include "sweep/child_process.h"
+
+namespace attnlab {
+namespace fs = std::filesystem;
+namespace {
+
+// The injections the report tabulates for one arm: both cutoffs, structured and gaussian junk, and
+// the gate's own direction where the arm has a projection gate.
+std::vector<InjectOptions> report_injections(const std::string& arm, const ProbeReportOptions& o) {
+  std::vector<JunkKind> kinds = {JunkKind::structured, JunkKind::gaussian};
+  if (arm_by_name(arm).gate == GateKind::projection) kinds.push_back(JunkKind::gate_direction);
+  std::vector<InjectOptions> out;
+  for (auto cutoff : {QuietCutoff::median, QuietCutoff::p25})
+    for (auto kind : kinds) {
+      InjectOptions io;
+      io.kind = kind;
+      io.cutoff = cutoff;
+      io.eps = o.eps;
+      io.seed = o.seed;
+      out.push_back(io);
+    }
+  return out;
+}
+
+nlohmann::json run_entry(const SweepReport& report, const RunRecord& run, const ProbeReportOptions& o) {
+  nlohmann::json entry = {{"name", run.name}, {"tier", run.tier},   {"variant", run.variant}, {"arm", run.arm},
+                          {"seed", run.seed}, {"probe", nullptr},   {"inject", nlohmann::json::array()}};
+  const fs::path dir = report.sweep_dir / run.name;
+  const ProbeSource source{dir, o.data_pattern, o.device};
+  int reused = 0, computed = 0;
+  try {
+    bool hit = false;
+    if (o.probes) {
+      entry["probe"] = cached_probe(source, o.data, dir / "probes", &hit);
+      (hit ? reused : computed)++;
+    }
+    if (o.inject)
+      for (const auto& io : report_injections(run.arm, o)) {
+        entry["inject"].push_back(cached_inject(source, o.data, io, dir / "probes", &hit));
+        (hit ? reused : computed)++;
+      }
+  } catch (const std::exception& e) {
+    entry["error"] = e.what();
+    spdlog::warn("probes of {}: {}", run.name, e.what());
+  }
+  spdlog::info("probes of {}: {} computed, {} reused from {}", run.name, computed, reused, (dir / "probes").string());
+  return entry;
+}
+
+}  // namespace
+
+nlohmann::json collect_probe_results(const SweepReport& report, const ProbeReportOptions& o) {
+  nlohmann::json runs = nlohmann::json::array();
+  for (const auto& run : report.runs)
+    if (run.finished()) runs.push_back(run_entry(report, run, o));
+  return {{"runs", runs}, {"eps", o.eps}, {"seed", o.seed}};
+}
+
+int render_probe_plots(const fs::path& python, const fs::path& script, const fs::path& probes_json,
+                       const fs::path& out_dir) {
+  if (!fs::exists(script)) throw std::runtime_error("plots: plotting script '" + script.string() + "' not found");
+  return process::wait_exit(process::spawn(python, {script.string(), probes_json.string(), "--out", out_dir.string()}));
+}
+
+}  // namespace attnlab

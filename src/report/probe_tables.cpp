@@ -1,0 +1,166 @@
+// The report's probe and injection tables (paper 000's trained-model and junk-injection figures):
+// one value per run, summarised per arm over seeds as mean ± sd (n).
+#include <fmt/format.h>
+
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "attnlab/arm.h"
+#include "attnlab/paired_stats.h"
+#include "attnlab/paper_figures.h"
+#include "attnlab/probe_report.h"
+
+namespace attnlab {
+namespace {
+
+using Runs = std::vector<const nlohmann::json*>;
+
+// Runs by "tier" or "tier (variant)", each group's arms in SPEC section 1's order.
+std::map<std::string, std::map<std::string, Runs>> by_group_and_arm(const nlohmann::json& results) {
+  std::map<std::string, std::map<std::string, Runs>> out;
+  for (const auto& r : results["runs"]) {
+    const auto variant = r["variant"].get<std::string>();
+    out[r["tier"].get<std::string>() + (variant.empty() ? "" : " (" + variant + ")")][r["arm"].get<std::string>()]
+        .push_back(&r);
+  }
+  return out;
+}
+
+std::vector<std::string> arm_order(const std::map<std::string, Runs>& arms) {
+  std::vector<std::string> out;
+  for (const auto& a : all_arms())
+    if (arms.count(a.name)) out.push_back(a.name);
+  for (const auto& [name, _] : arms)
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+  return out;
+}
+
+std::string stat_cell(const std::vector<double>& values, bool percent, int digits = 3) {
+  const auto s = summarize(values);
+  if (s.n == 0) return "-";
+  const double k = percent ? 100.0 : 1.0;
+  std::string cell = fmt::format("{:.{}f}{}", k * s.mean, digits, percent ? "%" : "");
+  if (s.sd) cell += fmt::format(" ± {:.{}f}", k * *s.sd, digits);
+  return cell;
+}
+
+std::string opt_cell(const std::optional<double>& v, bool percent) {
+  if (!v) return "";
+  return percent ? fmt::format("{:.1f}%", 100 * *v) : fmt::format("{:.2f}", *v);
+}
+
+// Model-level value of `measure` over the arm's runs that have one.
+std::vector<double> model_values(const Runs& runs, const std::string& measure) {
+  std::vector<double> out;
+  for (const auto* r : runs) {
+    const auto& p = (*r)["probe"];
+    if (p.is_object() && p["summary"]["model"][measure].is_number()) out.push_back(p["summary"]["model"][measure].get<double>());
+  }
+  return out;
+}
+
+void probe_table(std::ostream& out, const std::map<std::string, Runs>& arms, bool compare_paper) {
+  const std::vector<std::pair<std::string, bool>> cols = {
+      {"first_key_mass", true}, {"sink_rate", true}, {"read_norm_ratio", false}, {"phantom_mass", true},
+      {"exposure", true},       {"gate_mean", false}, {"gate_closed_share", true}};
+  out << "| arm | first-key mass | sink rate | read-norm ratio | phantom mass | exposure | mean gate | gates < 0.5 | n |\n"
+      << "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& arm : arm_order(arms)) {
+    out << "| " << arm << " |";
+    for (const auto& [m, pct] : cols) out << " " << stat_cell(model_values(arms.at(arm), m), pct) << " |";
+    out << " " << model_values(arms.at(arm), "exposure").size() << " |\n";
+  }
+  if (!compare_paper) return;
+  for (const auto& p : paper_probe_rows())
+    out << "| *paper, " << p.scale << " scale:* " << p.arm << " | " << opt_cell(p.first_key_mass, true) << " | | "
+        << opt_cell(p.read_norm_ratio, false) << " | " << opt_cell(p.phantom_mass, true) << " | "
+        << opt_cell(p.exposure, true) << " | | | |\n";
+}
+
+// Increases of one (kind, cutoff) at each eps, and the clean losses, over an arm's runs.
+struct DoseValues {
+  std::vector<double> clean;
+  std::map<double, std::vector<double>> increase;
+};
+
+DoseValues dose_values(const Runs& runs, const std::string& kind, const std::string& cutoff) {
+  DoseValues v;
+  for (const auto* r : runs)
+    for (const auto& inj : (*r)["inject"]) {
+      if (inj["options"]["kind"] != kind || inj["options"]["cutoff"] != cutoff) continue;
+      v.clean.push_back(inj["result"]["clean_loss"].get<double>());
+      for (const auto& d : inj["result"]["doses"]) v.increase[d["eps"].get<double>()].push_back(d["increase"].get<double>());
+    }
+  return v;
+}
+
+void paper_dose_rows(std::ostream& out, const std::string& kind, const std::string& cutoff, const std::vector<double>& eps) {
+  std::map<std::string, std::map<double, const PaperInjection*>> rows;  // "scale: arm (note)" -> eps -> figure
+  for (const auto& p : paper_injections()) {
+    const bool kind_ok = p.kind == kind || (p.kind.empty() && kind == "structured");
+    if (!kind_ok || !(p.cutoff == cutoff || p.cutoff.empty())) continue;
+    std::string label = "*paper, " + p.scale + " scale:* " + p.arm;
+    if (p.kind.empty()) label += " (kind and cutoff not stated)";
+    else if (p.cutoff.empty()) label += " (cutoff not stated)";
+    rows[label][p.eps] = &p;
+  }
+  for (const auto& [label, figures] : rows) {
+    out << "| " << label << " | |";
+    for (double e : eps) {
+      const auto it = figures.find(e);
+      if (it == figures.end()) out << " |";
+      else if (it->second->increase.is_range()) out << fmt::format(" +{:.3f} to +{:.3f} |", it->second->increase.low, it->second->increase.high);
+      else out << fmt::format(" {:+.3f} |", it->second->increase.low);
+    }
+    out << " |\n";
+  }
+}
+
+void dose_table(std::ostream& out, const std::map<std::string, Runs>& arms, const std::string& kind,
+                const std::string& cutoff, const std::vector<double>& eps, bool compare_paper) {
+  std::ostringstream rows;
+  for (const auto& arm : arm_order(arms)) {
+    const auto v = dose_values(arms.at(arm), kind, cutoff);
+    if (v.clean.empty()) continue;
+    rows << "| " << arm << " | " << stat_cell(v.clean, false, 4) << " |";
+    for (double e : eps) rows << " " << (v.increase.count(e) ? "+" + stat_cell(v.increase.at(e), false, 4) : "-") << " |";
+    rows << " " << v.clean.size() << " |\n";
+  }
+  if (rows.str().empty()) return;
+  out << "#### " << kind << " junk, reads below the " << (cutoff == "p25" ? "25th percentile" : "median") << "\n\n| arm | clean loss |";
+  for (double e : eps) out << " eps " << e << " |";
+  out << " n |\n|---|---:|";
+  for (size_t i = 0; i < eps.size(); ++i) out << "---:|";
+  out << "---:|\n" << rows.str();
+  if (compare_paper) paper_dose_rows(out, kind, cutoff, eps);
+  out << "\n";
+}
+
+}  // namespace
+
+std::string probe_tables_markdown(const nlohmann::json& results, bool compare_paper) {
+  std::ostringstream out;
+  std::vector<double> eps = results.value("eps", std::vector<double>{});
+  for (const auto& [group, arms] : by_group_and_arm(results)) {
+    bool any_probe = false, any_inject = false;
+    for (const auto& [_, runs] : arms)
+      for (const auto* r : runs) any_probe |= (*r)["probe"].is_object(), any_inject |= !(*r)["inject"].empty();
+    if (any_probe) {
+      out << "## Trained-model measurements, tier " << group << " (mean ± sd over seeds; model = mean over every "
+          << "layer and head; first key = position 0, sink_token's learned token)\n\n";
+      probe_table(out, arms, compare_paper);
+      out << "\n";
+    }
+    if (any_inject) {
+      out << "## Junk injection, tier " << group << ": validation-loss increase over clean (nats; mean ± sd over seeds)\n\n";
+      for (const char* cutoff : {"p25", "median"})
+        for (const char* kind : {"structured", "gaussian", "gate_direction"}) dose_table(out, arms, kind, cutoff, eps, compare_paper);
+    }
+  }
+  for (const auto& r : results["runs"])
+    if (r.contains("error")) out << "- " << r["name"].get<std::string>() << ": not probed (" << r["error"].get<std::string>() << ")\n";
+  return out.str();
+}
+
+}  // namespace attnlab

@@ -1,0 +1,168 @@
+// End to end: `attnlab probe`, `attnlab inject` and `attnlab report --probes --inject` through the
+// real binary on tiny trained runs of four arms (one with a sink, one with a projection gate, the
+// sink token). The clean loss of inject is checked against `attnlab eval` on the same tokens.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "attnlab/sweep.h"
+#include "attnlab/trainer.h"
+#include "unit/shard_files.h"
+
+namespace attnlab {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ShardSpec;
+
+const fs::path kAttnlab = fs::path(ATTNLAB_BINARY_DIR) / "attnlab";
+
+std::string read(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Runs the binary with `args`; stdout and stderr go to `log`. Returns the exit code.
+int run_cli(const std::vector<std::string>& args, const fs::path& log) {
+  std::string cmd = kAttnlab.string();
+  for (const auto& a : args) cmd += " '" + a + "'";
+  const int status = std::system((cmd + " > '" + log.string() + "' 2>&1").c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+class ProbeE2E : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tmp_ = new testing::TempDir();
+    const fs::path d = tmp_->path();
+    fs::create_directories(d / "data");
+    fs::create_directories(d / "sweeps");
+    std::vector<uint16_t> val(4096), train_tokens(40000);
+    uint32_t x = 12345;
+    for (auto* v : {&val, &train_tokens})
+      for (auto& t : *v) t = uint16_t((x = x * 1103515245u + 12345u) >> 16) % 64;
+    tmp_->write_shard("data/toy_val_000000.bin", ShardSpec{val});
+    tmp_->write_shard("data/toy_train_000001.bin", ShardSpec{train_tokens});
+    tmp_->write_text("data/tokenizer.json", R"({"tokenizer": "bytes", "vocab_size": 64})");
+    fs::create_directories(d / "tiers");
+    std::ofstream(d / "base.yaml") << "data: {train: '" << (d / "data/*_train_*.bin").string() << "', val: '"
+                                   << (d / "data/*_val_*.bin").string() << "', val_tokens: 1024}\n"
+                                   << "train: {batch_size: 4, seq_len: 16, tokens_per_step: 64, device: cpu}\n"
+                                   << "optim: {lr: 0.01, warmup_steps: 2}\n";
+    std::ofstream(d / "tiers/tiny.yaml")
+        << "tier: tiny\nmodel: {n_layer: 2, n_head: 2, d_model: 32, block_size: 32, vocab_size: 64}\n";
+    std::ofstream(d / "sweeps/toy.yaml")
+        << "base: ../base.yaml\nout: " << (d / "out").string()
+        << "\nset:\n  train.max_steps: 8\n  eval.every: 4\n  checkpoint.every: 4\n"
+        << "grid:\n  tier: [tiny]\n  model.arm: [baseline, sink_logit, proj_gate, sink_token]\n  seed: [1]\n";
+    for (const auto& run : expand_sweep(load_sweep(d / "sweeps/toy.yaml"))) ASSERT_EQ(train(run.resolved).status, TrainStatus::finished);
+  }
+  static void TearDownTestSuite() { delete tmp_; }
+  static fs::path dir() { return tmp_->path(); }
+  static fs::path run_dir(const std::string& arm) {
+    for (const auto& e : fs::recursive_directory_iterator(dir() / "out"))
+      if (e.path().filename() == "s1" && e.path().parent_path().filename() == arm) return e.path();
+    return {};
+  }
+  static testing::TempDir* tmp_;
+};
+testing::TempDir* ProbeE2E::tmp_ = nullptr;
+
+TEST_F(ProbeE2E, ProbeWritesProvenanceAndMatricesForEveryArm) {
+  for (const std::string arm : {"baseline", "sink_logit", "proj_gate", "sink_token"}) {
+    const auto run = run_dir(arm);
+    ASSERT_FALSE(run.empty()) << arm;
+    ASSERT_EQ(run_cli({"probe", "--checkpoint", run.string(), "--sequences", "6", "--batch-size", "4"}, dir() / "p.log"), 0)
+        << read(dir() / "p.log");
+    const auto j = nlohmann::json::parse(read(run / "probes/probe.json"));
+    EXPECT_EQ(j["provenance"]["arm"], arm);
+    EXPECT_EQ(j["provenance"]["step"], 8);
+    EXPECT_EQ(j["provenance"]["sequences"], 6);
+    EXPECT_EQ(j["provenance"]["length"], 16);
+    EXPECT_EQ(j["summary"]["model"]["phantom_mass"].is_number(), arm == "sink_logit") << arm;
+    EXPECT_EQ(j["summary"]["model"]["gate_mean"].is_number(), arm == "proj_gate") << arm;
+    // The matrix CSV holds the JSON's per-head values, layer by layer.
+    std::istringstream csv(read(run / "probes/probe_first_key_mass.csv"));
+    std::string line;
+    std::getline(csv, line);
+    EXPECT_EQ(line, "layer,h0,h1");
+    for (int l = 0; l < 2; ++l) {
+      std::getline(csv, line);
+      const double h1 = std::stod(line.substr(line.rfind(',') + 1));
+      EXPECT_NEAR(h1, j["summary"]["layers"][l]["heads"]["first_key_mass"][1].get<double>(), 1e-5 * (1 + h1));
+    }
+    // first-key mass is an attention share; the model mean is the mean of the 4 heads.
+    double sum = 0;
+    for (const auto& layer : j["summary"]["layers"])
+      for (const auto& v : layer["heads"]["first_key_mass"]) sum += v.get<double>();
+    EXPECT_NEAR(j["summary"]["model"]["first_key_mass"].get<double>(), sum / 4, 1e-12);
+  }
+}
+
+TEST_F(ProbeE2E, InjectCleanLossEqualsEvalAndEpsZeroChangesNothing) {
+  const auto run = run_dir("proj_gate");
+  ASSERT_EQ(run_cli({"eval", "--checkpoint", run.string(), "--tokens", std::to_string(8 * 16 + 1), "--seq-len", "16"},
+                    dir() / "e.log"),
+            0)
+      << read(dir() / "e.log");
+  const auto eval_log = read(dir() / "e.log");
+  const double eval_loss = std::stod(eval_log.substr(eval_log.find("val loss ") + 9));
+  for (const std::string kind : {"structured", "gaussian", "gate_direction"}) {
+    ASSERT_EQ(run_cli({"inject", "--checkpoint", run.string(), "--sequences", "8", "--kind", kind, "--cutoff", "p25",
+                       "--eps", "0,0.8", "--per-layer"},
+                      dir() / "i.log"),
+              0)
+        << read(dir() / "i.log");
+    const auto j = nlohmann::json::parse(read(run / ("probes/inject_" + kind + "_p25.json")));
+    EXPECT_NEAR(j["result"]["clean_loss"].get<double>(), eval_loss, 2e-6) << kind;
+    EXPECT_EQ(j["result"]["doses"][0]["loss"], j["result"]["clean_loss"]) << kind;
+    EXPECT_NE(j["result"]["doses"][1]["loss"], j["result"]["clean_loss"]) << kind;
+    EXPECT_EQ(j["result"]["per_layer"].size(), 2u);
+  }
+}
+
+TEST_F(ProbeE2E, BadInjectionRequestsAreClearErrors) {
+  const auto base = run_dir("baseline").string();
+  EXPECT_EQ(run_cli({"inject", "--checkpoint", base, "--kind", "gate_direction"}, dir() / "x.log"), 1);
+  EXPECT_NE(read(dir() / "x.log").find("needs a projection gate"), std::string::npos) << read(dir() / "x.log");
+  EXPECT_EQ(run_cli({"inject", "--checkpoint", base, "--layers", "0,7"}, dir() / "x.log"), 1);
+  EXPECT_NE(read(dir() / "x.log").find("layer 7 out of range"), std::string::npos) << read(dir() / "x.log");
+  EXPECT_EQ(run_cli({"inject", "--checkpoint", base, "--layers", "first"}, dir() / "x.log"), 1);
+  EXPECT_NE(read(dir() / "x.log").find("'first'"), std::string::npos) << read(dir() / "x.log");
+  EXPECT_EQ(run_cli({"inject", "--checkpoint", base, "--cutoff", "p10"}, dir() / "x.log"), 1);
+  EXPECT_NE(read(dir() / "x.log").find("p10"), std::string::npos) << read(dir() / "x.log");
+  EXPECT_EQ(run_cli({"probe", "--checkpoint", base, "--sequences", "1000"}, dir() / "x.log"), 1);
+  EXPECT_NE(read(dir() / "x.log").find("--sequences"), std::string::npos) << read(dir() / "x.log");
+  EXPECT_EQ(run_cli({"probe", "--checkpoint", (dir() / "nowhere").string()}, dir() / "x.log"), 1);
+}
+
+TEST_F(ProbeE2E, ReportPrintsTheTablesAndReusesTheCache) {
+  const auto out = (dir() / "out").string();
+  const std::vector<std::string> args = {"report", out, "--probes", "--inject", "--compare-paper", "--probe-sequences", "4",
+                                         "--inject-eps", "0.4,1.6"};
+  ASSERT_EQ(run_cli(args, dir() / "r.log"), 0) << read(dir() / "r.log");
+  const auto text = read(dir() / "r.log");
+  EXPECT_NE(text.find("Trained-model measurements"), std::string::npos) << text;
+  EXPECT_NE(text.find("gate_direction junk"), std::string::npos) << text;
+  EXPECT_NE(text.find("*paper, 124m scale:* baseline"), std::string::npos) << text;
+  const auto results = nlohmann::json::parse(read(dir() / "out/report/probes.json"));
+  ASSERT_EQ(results["runs"].size(), 4u);
+  for (const auto& r : results["runs"]) {
+    EXPECT_TRUE(r["probe"].is_object()) << r["name"];
+    EXPECT_EQ(r["inject"].size(), r["arm"] == "proj_gate" ? 6u : 4u) << r["name"];
+  }
+  const auto probe_file = run_dir("baseline") / "probes/probe.json";
+  const auto before = fs::last_write_time(probe_file);
+  ASSERT_EQ(run_cli(args, dir() / "r2.log"), 0) << read(dir() / "r2.log");
+  EXPECT_EQ(fs::last_write_time(probe_file), before) << "the cached probe was recomputed";
+  EXPECT_NE(read(dir() / "r2.log").find("0 computed, 7 reused"), std::string::npos) << read(dir() / "r2.log");
+}
+
+}  // namespace
+}  // namespace attnlab

@@ -1,0 +1,222 @@
+// Probe statistics of SPEC section 4 against closed forms and plain double loops: first-key mass,
+// sink rate, phantom mass, read-norm ratio, exposure, gates, and the quiet-read cutoffs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include <torch/torch.h>
+
+#include "attnlab/attention.h"
+#include "attnlab/init.h"
+#include "attnlab/model.h"
+#include "attnlab/probes.h"
+#include "unit/test_helpers.h"
+
+namespace attnlab {
+namespace {
+
+using testing::to_vector;
+
+// numpy's "linear" percentile of `values`, written out: sorted[q (n - 1)] interpolated.
+double percentile(std::vector<double> values, double q) {
+  std::sort(values.begin(), values.end());
+  const double pos = q * double(values.size() - 1);
+  const size_t lo = size_t(std::floor(pos)), hi = std::min(lo + 1, values.size() - 1);
+  return values[lo] + (pos - double(lo)) * (values[hi] - values[lo]);
+}
+
+// Causal uniform attention a_ij = 1 / (i + 1): [1, H, T, T].
+at::Tensor uniform_probs(int64_t H, int64_t T) {
+  auto p = torch::zeros({1, H, T, T}, torch::kDouble);
+  for (int64_t i = 0; i < T; ++i) p.select(2, i).narrow(2, 0, i + 1).fill_(1.0 / double(i + 1));
+  return p;
+}
+
+// A random causal softmax [B, H, T, T] (float32, as the model gives it).
+at::Tensor random_probs(int64_t B, int64_t H, int64_t T) {
+  auto s = torch::randn({B, H, T, T});
+  auto mask = torch::ones({T, T}, torch::kBool).triu(1);
+  return torch::softmax(s.masked_fill(mask, -INFINITY), -1);
+}
+
+double mean_inverse(int64_t from, int64_t T, double extra = 0.0) {  // mean_{i=from}^{T-1} 1 / (extra + i + 1)
+  double s = 0.0;
+  for (int64_t i = from; i < T; ++i) s += 1.0 / (extra + double(i + 1));
+  return s / double(T - from);
+}
+
+TEST(ProbeStats, UniformAttentionFirstKeyMassIsMeanOfInverse) {
+  const int64_t H = 3, T = 7;
+  LayerProbeSums sums(H);
+  accumulate_layer({uniform_probs(H, T), torch::rand({1, H, T}) + 1, {}, {}}, sums);
+  for (int64_t h = 0; h < H; ++h) {
+    EXPECT_NEAR(sums.first_key_mass.mean(h), mean_inverse(1, T), 1e-15);  // query 0 excluded
+    EXPECT_NEAR(sums.sink_score.mean(h), mean_inverse(0, T), 1e-15);
+    EXPECT_TRUE(std::isnan(sums.phantom_mass.mean(h)));
+  }
+}
+
+TEST(ProbeStats, RandomInputsMatchAPlainLoop) {
+  torch::manual_seed(3);
+  const int64_t B = 3, H = 2, T = 9;
+  auto probs = random_probs(B, H, T);
+  auto norms = torch::rand({B, H, T}) * 3;
+  auto phantom = torch::rand({B, H, T});
+  auto gate = torch::rand({B, H, T});
+  LayerProbeSums sums(H);
+  accumulate_layer({probs.narrow(0, 0, 2), norms.narrow(0, 0, 2), phantom.narrow(0, 0, 2), gate.narrow(0, 0, 2)}, sums);
+  accumulate_layer({probs.narrow(0, 2, 1), norms.narrow(0, 2, 1), phantom.narrow(0, 2, 1), gate.narrow(0, 2, 1)}, sums);
+  auto P = probs.to(torch::kDouble), N = norms.to(torch::kDouble), Ph = phantom.to(torch::kDouble), G = gate.to(torch::kDouble);
+  for (int64_t h = 0; h < H; ++h) {
+    double fk = 0, ratio = 0, expo = 0, ph = 0, g = 0, closed = 0;
+    for (int64_t b = 0; b < B; ++b) {
+      std::vector<double> n(static_cast<size_t>(T)), rest;
+      for (int64_t j = 0; j < T; ++j) n[size_t(j)] = N[b][h][j].item<double>();
+      rest.assign(n.begin() + 1, n.end());
+      ratio += n[0] / percentile(rest, 0.5);
+      const double p25 = percentile(n, 0.25);
+      for (int64_t i = 0; i < T; ++i) {
+        if (i >= 1) fk += P[b][h][i][0].item<double>();
+        for (int64_t j = 0; j <= i; ++j) expo += n[size_t(j)] < p25 ? P[b][h][i][j].item<double>() : 0.0;
+        ph += Ph[b][h][i].item<double>();
+        g += G[b][h][i].item<double>();
+        closed += G[b][h][i].item<double>() < 0.5;
+      }
+    }
+    EXPECT_NEAR(sums.first_key_mass.mean(h), fk / double(B * (T - 1)), 1e-12);
+    EXPECT_NEAR(sums.read_norm_ratio.mean(h), ratio / double(B), 1e-12);
+    EXPECT_NEAR(sums.exposure.mean(h), expo / double(B * T), 1e-12);
+    EXPECT_NEAR(sums.phantom_mass.mean(h), ph / double(B * T), 1e-12);
+    EXPECT_NEAR(sums.gate_mean.mean(h), g / double(B * T), 1e-12);
+    EXPECT_NEAR(sums.gate_closed_share.mean(h), closed / double(B * T), 1e-15);
+  }
+}
+
+TEST(ProbeStats, HandMadeExposureAndReadNormRatio) {
+  // Norms 1, 4, 2, 8, 6: p25 of {1, 2, 4, 6, 8} is 2, so only position 0 is quiet; the median of
+  // positions 1..4 is (4 + 6) / 2 = 5.
+  auto norms = torch::tensor({1.0, 4.0, 2.0, 8.0, 6.0}, torch::kDouble).view({1, 1, 5});
+  LayerProbeSums sums(1);
+  accumulate_layer({uniform_probs(1, 5), norms, {}, {}}, sums);
+  EXPECT_NEAR(sums.exposure.mean(0), mean_inverse(0, 5), 1e-15);
+  EXPECT_NEAR(sums.read_norm_ratio.mean(0), 1.0 / 5.0, 1e-15);
+}
+
+TEST(ProbeStats, OneTokenSequencesLeaveTheRatioEmptyAndTheFirstKeyMassUndefined) {
+  LayerProbeSums sums(1);
+  accumulate_layer({torch::ones({2, 1, 1, 1}), torch::ones({2, 1, 1}), {}, {}}, sums);
+  EXPECT_TRUE(std::isnan(sums.read_norm_ratio.mean(0)));
+  EXPECT_TRUE(std::isnan(sums.first_key_mass.mean(0)));  // no query i >= 1
+  EXPECT_DOUBLE_EQ(sums.sink_score.mean(0), 1.0);
+  EXPECT_DOUBLE_EQ(sums.exposure.mean(0), 0.0);  // T = 1: nothing strictly below the percentile
+}
+
+TEST(ProbeStats, ShapeMismatchNamesTheTensor) {
+  LayerProbeSums sums(2);
+  try {
+    accumulate_layer({uniform_probs(2, 4), torch::ones({1, 2, 5}), {}, {}}, sums);
+    FAIL() << "no throw";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("read_norm"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(accumulate_layer({uniform_probs(3, 4), torch::ones({1, 3, 4}), {}, {}}, sums), std::invalid_argument);
+}
+
+TEST(QuietReads, CutoffsSelectExactlyTheReadsBelowThePercentile) {
+  torch::manual_seed(5);
+  for (int64_t T : {1, 2, 5, 8, 33}) {
+    auto norms = torch::rand({2, 3, T}, torch::kDouble);
+    for (auto [cutoff, q] : {std::pair{QuietCutoff::median, 0.5}, std::pair{QuietCutoff::p25, 0.25}}) {
+      auto quiet = quiet_reads(norms, cutoff);
+      for (int64_t b = 0; b < 2; ++b)
+        for (int64_t h = 0; h < 3; ++h) {
+          const auto row = to_vector(norms[b][h]);
+          const double c = percentile(row, q);
+          for (int64_t j = 0; j < T; ++j) EXPECT_EQ(quiet[b][h][j].item<bool>(), row[size_t(j)] < c) << T << " " << j;
+        }
+    }
+  }
+}
+
+TEST(QuietReads, TiesWithTheCutoffAreNotQuiet) {
+  EXPECT_FALSE(quiet_reads(torch::full({1, 1, 6}, 2.0), QuietCutoff::median).any().item<bool>());
+  auto norms = torch::tensor({1.0, 1.0, 1.0, 5.0}).view({1, 1, 4});  // p25 = 1, median = 1
+  EXPECT_FALSE(quiet_reads(norms, QuietCutoff::p25).any().item<bool>());
+  EXPECT_EQ(parse_quiet_cutoff("p25"), QuietCutoff::p25);
+  EXPECT_THROW(parse_quiet_cutoff("p50"), std::invalid_argument);
+}
+
+TEST(ProbeSummary, SinkRateCountsHeadsAboveThreshold) {
+  LayerProbeSums layer(4);
+  for (int64_t h = 0; h < 4; ++h) layer.sink_score.add(h, h == 0 ? 0.9 : (h == 1 ? 0.31 : 0.3), 1.0);
+  const auto s = probe_summary({layer}, false, false);
+  EXPECT_DOUBLE_EQ(s["layers"][0]["sink_rate"].get<double>(), 0.5);  // 0.3 itself is not above
+  EXPECT_DOUBLE_EQ(s["model"]["sink_rate"].get<double>(), 0.5);
+  EXPECT_TRUE(s["model"]["phantom_mass"].is_null());
+  EXPECT_TRUE(s["layers"][0]["mean"]["gate_mean"].is_null());
+}
+
+// A tiny model whose queries are all zero: every score is 0, so attention is uniform over the keys
+// (and the phantom key): a_ij = 1 / (exp(b) + i + 1), p_i = exp(b) / (exp(b) + i + 1).
+GPT zero_query_model(const std::string& arm, double sink_logit) {
+  ModelConfig cfg;
+  cfg.arm = arm;
+  cfg.n_layer = 2, cfg.n_head = 2, cfg.d_model = 16, cfg.block_size = 16, cfg.vocab_size = 50;
+  GPT model(cfg);
+  init_parameters(*model, 7);
+  torch::NoGradGuard no_grad;
+  for (const auto& block : *model->h) {
+    auto attn = block->as<Block>()->attn;
+    attn->c_attn->weight.narrow(0, 0, cfg.d_model).zero_();
+    attn->c_attn->bias.narrow(0, 0, cfg.d_model).zero_();
+    if (auto* b = attn->named_parameters(false).find("sink_logit")) b->fill_(sink_logit);
+  }
+  return model;
+}
+
+std::vector<Batch> random_batches(int64_t n, int64_t B, int64_t T) {
+  std::vector<Batch> out;
+  for (int64_t i = 0; i < n; ++i) out.push_back({torch::randint(0, 50, {B, T}, torch::kLong), torch::randint(0, 50, {B, T}, torch::kLong)});
+  return out;
+}
+
+TEST(ProbeModel, ZeroQueriesGiveTheClosedFormsThroughTheModel) {
+  torch::manual_seed(1);
+  const int64_t T = 12;
+  const auto batches = random_batches(2, 3, T);
+  auto base = probe_model(*zero_query_model("baseline", 0), batches, torch::kCPU);
+  const double b = 1.5, eb = std::exp(b);
+  auto sink = probe_model(*zero_query_model("sink_logit", b), batches, torch::kCPU);
+  double phantom = 0;
+  for (int64_t i = 0; i < T; ++i) phantom += eb / (eb + double(i + 1));
+  phantom /= double(T);
+  for (int64_t l = 0; l < 2; ++l)
+    for (int64_t h = 0; h < 2; ++h) {
+      EXPECT_NEAR(base["layers"][l]["heads"]["first_key_mass"][h].get<double>(), mean_inverse(1, T), 1e-6);
+      EXPECT_TRUE(base["layers"][l]["heads"]["phantom_mass"][h].is_null());
+      EXPECT_NEAR(sink["layers"][l]["heads"]["first_key_mass"][h].get<double>(), mean_inverse(1, T, eb), 1e-6);
+      EXPECT_NEAR(sink["layers"][l]["heads"]["phantom_mass"][h].get<double>(), phantom, 1e-6);
+    }
+  EXPECT_NEAR(sink["model"]["phantom_mass"].get<double>(), phantom, 1e-6);
+}
+
+TEST(ProbeModel, SinkTokenFirstKeyIsTheLearnedToken) {
+  torch::manual_seed(2);
+  const int64_t T = 6;  // T + 1 model positions: query i >= 1 sees i + 1 keys
+  auto r = probe_model(*zero_query_model("sink_token", 0), random_batches(1, 2, T), torch::kCPU);
+  EXPECT_NEAR(r["model"]["first_key_mass"].get<double>(), mean_inverse(1, T + 1), 1e-6);
+}
+
+TEST(ProbeModel, GatedArmReportsItsGates) {
+  torch::manual_seed(4);
+  auto model = zero_query_model("proj_gate", 0);  // w_h = 0, c_h = 4 at init: g = sigmoid(4)
+  model->set_attention_backend(AttentionBackend::fused);
+  auto r = probe_model(*model, random_batches(1, 2, 5), torch::kCPU);
+  EXPECT_NEAR(r["model"]["gate_mean"].get<double>(), 1.0 / (1.0 + std::exp(-4.0)), 1e-6);
+  EXPECT_DOUBLE_EQ(r["model"]["gate_closed_share"].get<double>(), 0.0);
+  EXPECT_EQ(model->h[0]->as<Block>()->attn->backend, AttentionBackend::fused);  // put back
+}
+
+}  // namespace
+}  // namespace attnlab

@@ -1,0 +1,130 @@
+// `attnlab probe --checkpoint <run or file> [--data <val shards>] [--sequences N --length T --seed S]`
+// and `attnlab inject ... --kind K --cutoff C --eps E,... [--layers all|i,j] [--seed S]`: the
+// trained-model measurements of SPEC section 4 (docs/probes.md).
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "attnlab/probe_run.h"
+#include "commands.h"
+
+namespace attnlab::cli {
+namespace {
+
+struct CommonArgs {
+  std::string checkpoint, data, device = "cpu", out;
+  int64_t sequences = 32, length = 0, batch_size = 8;
+};
+
+void add_common(CLI::App* cmd, CommonArgs& a) {
+  cmd->add_option("--checkpoint", a.checkpoint, "Run directory (newest good checkpoint), checkpoint directory or model.safetensors")
+      ->required();
+  cmd->add_option("--data", a.data, "Glob of llm.c-format val shards (default: the run's data.val)");
+  cmd->add_option("--sequences", a.sequences, "N validation sequences")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--length", a.length, "T tokens per sequence (default: the run's train.seq_len)");
+  cmd->add_option("--batch-size", a.batch_size, "Sequences per forward pass")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--device", a.device, "auto | cpu | cuda")->capture_default_str();
+  cmd->add_option("--out", a.out, "Output directory (default: <run>/probes, else ./probes)");
+}
+
+ProbeSource source_of(const CommonArgs& a) { return {a.checkpoint, a.data, a.device}; }
+
+ProbeDataOptions data_of(const CommonArgs& a) {
+  ProbeDataOptions d;
+  d.sequences = a.sequences;
+  d.length = a.length;
+  d.batch_size = a.batch_size;
+  return d;
+}
+
+std::filesystem::path out_dir(const CommonArgs& a) {
+  return a.out.empty() ? default_probe_dir(a.checkpoint) : std::filesystem::path(a.out);
+}
+
+// "all" -> {} (every layer); "0,2" -> {0, 2}. Throws naming the bad entry.
+std::vector<int64_t> parse_layers(const std::string& text) {
+  if (text == "all") return {};
+  std::vector<int64_t> layers;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    size_t used = 0;
+    int64_t l = -1;
+    try {
+      l = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || l < 0)
+      throw std::invalid_argument("--layers: '" + item + "' is not a layer index (use 'all' or e.g. 0,2)");
+    layers.push_back(l);
+  }
+  if (layers.empty()) throw std::invalid_argument("--layers: empty list (use 'all' or e.g. 0,2)");
+  return layers;
+}
+
+void write_and_print(const std::filesystem::path& dir, const std::map<std::string, std::string>& files,
+                     const std::string& markdown_name) {
+  write_files(dir, files);
+  std::cout << files.at(markdown_name);
+  std::cout.flush();
+  std::cerr << fmt::format("wrote {} files to {}\n", files.size(), dir.string());
+}
+
+}  // namespace
+
+void add_probe_command(CLI::App& app) {
+  struct Args : CommonArgs {
+    int64_t seed = -1;
+  };
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("probe", "First-key mass, sink rate, phantom mass, read-norm ratio, exposure and "
+                                          "gates per layer and head of a checkpoint (SPEC section 4)");
+  add_common(cmd, *args);
+  cmd->add_option("--seed", args->seed, "Draw N windows of the val shards with this seed (default: the first N sequences)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->callback([args] {
+    auto data = data_of(*args);
+    if (args->seed >= 0) data.seed = uint64_t(args->seed);
+    const auto probe = run_probe(source_of(*args), data);
+    write_and_print(out_dir(*args), probe_files(probe), "probe.md");
+  });
+}
+
+void add_inject_command(CLI::App& app) {
+  struct Args : CommonArgs {
+    std::string kind = "structured", cutoff = "median", layers = "all";
+    std::vector<double> eps = {0.2, 0.4, 0.8, 1.6};
+    uint64_t seed = 0;
+    bool per_layer = false;
+  };
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("inject", "Validation loss with junk added to quiet value reads before any gate, "
+                                           "dose by dose (SPEC section 4)");
+  add_common(cmd, *args);
+  cmd->add_option("--kind", args->kind, "structured | gaussian | gate_direction")->capture_default_str();
+  cmd->add_option("--cutoff", args->cutoff, "Quiet reads: below the head's median or p25 read norm")->capture_default_str();
+  cmd->add_option("--eps", args->eps, "Doses, comma-separated (junk norm = eps x the head's median read norm)")
+      ->delimiter(',')->capture_default_str();
+  cmd->add_option("--layers", args->layers, "Layers injected together: all, or e.g. 0,2")->capture_default_str();
+  cmd->add_flag("--per-layer", args->per_layer, "Also inject each of those layers alone");
+  cmd->add_option("--seed", args->seed, "Seed of the junk draws (the same for every arm)")->capture_default_str();
+  cmd->callback([args] {
+    InjectOptions o;
+    o.kind = parse_junk_kind(args->kind);
+    o.cutoff = parse_quiet_cutoff(args->cutoff);
+    o.eps = args->eps;
+    o.layers = parse_layers(args->layers);
+    o.per_layer = args->per_layer;
+    o.seed = args->seed;
+    const auto inject = run_inject(source_of(*args), data_of(*args), o);
+    const auto files = inject_files(inject);
+    std::string md;
+    for (const auto& [name, text] : files)
+      if (name.size() > 3 && name.substr(name.size() - 3) == ".md") md = name;
+    write_and_print(out_dir(*args), files, md);
+  });
+}
+
+}  // namespace attnlab::cli

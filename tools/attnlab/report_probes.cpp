@@ -1,0 +1,41 @@
+#include "report_probes.h"
+
+#include <fstream>
+#include <iostream>
+
+#include <fmt/format.h>
+
+namespace attnlab::cli {
+namespace fs = std::filesystem;
+
+void add_probe_report_flags(CLI::App* cmd, ProbeReportOptions& o) {
+  cmd->add_flag("--probes", o.probes, "Also probe every finished run (first-key mass, read-norm ratio, phantom mass, "
+                                      "exposure; cached in <run>/probes)");
+  cmd->add_flag("--inject", o.inject, "Also inject junk into every finished run (dose-response per arm and junk kind; "
+                                      "cached in <run>/probes)");
+  cmd->add_option("--probe-sequences", o.data.sequences, "N validation sequences per probe / injection")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--probe-length", o.data.length, "T tokens per sequence (default: each run's train.seq_len)");
+  cmd->add_option("--probe-data", o.data_pattern, "Val shards for probes (default: each run's data.val)");
+  cmd->add_option("--inject-eps", o.eps, "Doses")->delimiter(',')->capture_default_str();
+  cmd->add_option("--inject-seed", o.seed, "Seed of the junk draws (the same for every arm)")->capture_default_str();
+  cmd->add_option("--probe-device", o.device, "auto | cpu | cuda")->capture_default_str();
+}
+
+void run_probe_report(const SweepReport& report, const ProbeReportOptions& o, const fs::path& out, bool plots,
+                      const fs::path& python, const fs::path& script_dir) {
+  if (!o.probes && !o.inject) return;
+  const auto results = collect_probe_results(report, o);
+  const auto markdown = probe_tables_markdown(results, report.compare_paper);
+  fs::create_directories(out);
+  std::ofstream(out / "probes.md") << markdown;
+  std::ofstream(out / "probes.json") << results.dump(1) << "\n";
+  std::cout << "\n" << markdown;
+  std::cout.flush();
+  std::cerr << fmt::format("attnlab report: wrote probes.md and probes.json to {}\n", out.string());
+  if (!plots) return;
+  if (const int code = render_probe_plots(python, script_dir / "plot_probes.py", out / "probes.json", out))
+    throw std::runtime_error(fmt::format("plots: plot_probes.py exited with {}", code));
+}
+
+}  // namespace attnlab::cli

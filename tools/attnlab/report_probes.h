@@ -1,0 +1,23 @@
+// `attnlab report --probes --inject`: the flags and the step that runs after the paired tables, kept
+// out of cmd_report.cpp so that file only wires them in.
+#pragma once
+
+#include <filesystem>
+
+#include <CLI/CLI.hpp>
+
+#include "attnlab/probe_report.h"
+
+namespace attnlab::cli {
+
+/// Adds --probes, --inject, --probe-sequences, --probe-length, --probe-data, --inject-eps,
+/// --inject-seed and --probe-device to `cmd`, filling `options`.
+void add_probe_report_flags(CLI::App* cmd, ProbeReportOptions& options);
+
+/// When options.probes or options.inject: collects (or reuses) every finished run's results, prints
+/// the tables, writes probes.md and probes.json into `out`, and with `plots` draws the PNGs with
+/// `script_dir`/plot_probes.py. Throws std::runtime_error when the plot script fails.
+void run_probe_report(const SweepReport& report, const ProbeReportOptions& options, const std::filesystem::path& out,
+                      bool plots, const std::filesystem::path& python, const std::filesystem::path& script_dir);
+
+}  // namespace attnlab::cli

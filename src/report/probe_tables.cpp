@@ -36,12 +36,15 @@ std::vector<std::string> arm_order(const std::map<std::string, Runs>& arms) {
   return out;
 }
 
-std::string stat_cell(const std::vector<double>& values, bool percent, int digits = 3) {
+// "2.07% ± 0.09%", "0.955 ± 0.037", "+0.0161 ± 0.0157" (signed); "-" for no value.
+std::string stat_cell(const std::vector<double>& values, bool percent, int digits = 3, bool signed_value = false) {
   const auto s = summarize(values);
   if (s.n == 0) return "-";
   const double k = percent ? 100.0 : 1.0;
-  std::string cell = fmt::format("{:.{}f}{}", k * s.mean, digits, percent ? "%" : "");
-  if (s.sd) cell += fmt::format(" ± {:.{}f}", k * *s.sd, digits);
+  if (percent) digits = 2;
+  const std::string unit = percent ? "%" : "";
+  std::string cell = fmt::format(fmt::runtime(signed_value ? "{:+.{}f}" : "{:.{}f}"), k * s.mean, digits) + unit;
+  if (s.sd) cell += fmt::format(" ± {:.{}f}", k * *s.sd, digits) + unit;
   return cell;
 }
 
@@ -124,7 +127,7 @@ void dose_table(std::ostream& out, const std::map<std::string, Runs>& arms, cons
     const auto v = dose_values(arms.at(arm), kind, cutoff);
     if (v.clean.empty()) continue;
     rows << "| " << arm << " | " << stat_cell(v.clean, false, 4) << " |";
-    for (double e : eps) rows << " " << (v.increase.count(e) ? "+" + stat_cell(v.increase.at(e), false, 4) : "-") << " |";
+    for (double e : eps) rows << " " << (v.increase.count(e) ? stat_cell(v.increase.at(e), false, 4, true) : "-") << " |";
     rows << " " << v.clean.size() << " |\n";
   }
   if (rows.str().empty()) return;

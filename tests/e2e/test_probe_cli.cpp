@@ -107,7 +107,8 @@ TEST_F(ProbeE2E, ProbeWritesProvenanceAndMatricesForEveryArm) {
 
 TEST_F(ProbeE2E, InjectCleanLossEqualsEvalAndEpsZeroChangesNothing) {
   const auto run = run_dir("proj_gate");
-  ASSERT_EQ(run_cli({"eval", "--checkpoint", run.string(), "--tokens", std::to_string(8 * 16 + 1), "--seq-len", "16"},
+  ASSERT_EQ(run_cli({"eval", "--checkpoint", run.string(), "--data", (dir() / "data/*_val_*.bin").string(), "--tokens",
+                     std::to_string(8 * 16 + 1), "--seq-len", "16"},
                     dir() / "e.log"),
             0)
       << read(dir() / "e.log");

@@ -35,23 +35,32 @@ def heatmaps(runs, group, out_dir):
         return None
     arms = sorted({r["arm"] for r in runs}, key=arm_key)
     seeds = sorted({r["seed"] for r in runs})
-    fig, axes = plt.subplots(len(arms), len(seeds), figsize=(2.6 * len(seeds) + 1, 2.2 * len(arms)), squeeze=False)
+    matrices = {id(r): [[v if v is not None else float("nan") for v in layer["heads"]["first_key_mass"]]
+                        for layer in r["probe"]["summary"]["layers"]] for r in runs}
+    # One colour scale for every panel, so arms compare; at least 1% so noise is not stretched.
+    vmax = max([0.01] + [v for m in matrices.values() for row in m for v in row if v == v])
+    fig, axes = plt.subplots(len(arms), len(seeds), figsize=(2.8 * len(seeds) + 1.2, 2.4 * len(arms)), squeeze=False,
+                             constrained_layout=True)
     for ax in axes.flat:
         ax.axis("off")
     image = None
     for r in runs:
         ax = axes[arms.index(r["arm"])][seeds.index(r["seed"])]
-        matrix = [[v if v is not None else float("nan") for v in layer["heads"]["first_key_mass"]]
-                  for layer in r["probe"]["summary"]["layers"]]
+        matrix = matrices[id(r)]
         ax.axis("on")
-        image = ax.imshow(matrix, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
+        image = ax.imshow(matrix, vmin=0.0, vmax=vmax, cmap="viridis", aspect="auto")
+        if len(matrix) * len(matrix[0]) <= 64:
+            for li, row in enumerate(matrix):
+                for hi, v in enumerate(row):
+                    ax.text(hi, li, f"{100 * v:.1f}%", ha="center", va="center", fontsize=7,
+                            color="white" if v < 0.6 * vmax else "black")
         ax.set_title(f"{r['arm']} s{r['seed']}", fontsize=9)
         ax.set_xlabel("head", fontsize=8)
         ax.set_ylabel("layer", fontsize=8)
         ax.set_xticks(range(len(matrix[0])))
         ax.set_yticks(range(len(matrix)))
     fig.suptitle(f"First-key mass (mean a_i0 over queries i >= 1), tier {group}")
-    fig.colorbar(image, ax=axes, shrink=0.8)
+    fig.colorbar(image, ax=axes, shrink=0.8, label="first-key mass")
     path = os.path.join(out_dir, f"first_key_mass_{group}.png")
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -68,10 +77,16 @@ def dose_response(runs, group, out_dir):
                 curves[key][r["arm"]][d["eps"]].append(d["increase"])
     if not curves:
         return None
-    keys = sorted(curves)
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.8), squeeze=False)
+    cutoffs = sorted({k[0] for k in curves}, reverse=True)  # p25 first, as the paper
+    kinds = [k for k in ("structured", "gaussian", "gate_direction") if any(key[1] == k for key in curves)]
+    fig, axes = plt.subplots(len(cutoffs), len(kinds), figsize=(4.4 * len(kinds), 3.6 * len(cutoffs)), squeeze=False,
+                             constrained_layout=True)
     cmap = plt.get_cmap("tab10")
-    for ax, key in zip(axes[0], keys):
+    for ax in axes.flat:
+        ax.axis("off")
+    for key in curves:
+        ax = axes[cutoffs.index(key[0])][kinds.index(key[1])]
+        ax.axis("on")
         for arm in sorted(curves[key], key=arm_key):
             points = sorted(curves[key][arm].items())
             xs = [0.0] + [e for e, _ in points]
@@ -84,7 +99,6 @@ def dose_response(runs, group, out_dir):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle(f"Junk injection dose-response, tier {group} (mean over seeds)")
-    fig.tight_layout()
     path = os.path.join(out_dir, f"dose_response_{group}.png")
     fig.savefig(path, dpi=120)
     plt.close(fig)

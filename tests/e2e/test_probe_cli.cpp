@@ -1,16 +1,17 @@
 // End to end: `attnlab probe`, `attnlab inject` and `attnlab report --probes --inject` through the
-// real binary on tiny trained runs of four arms (one with a sink, one with a projection gate, the
-// sink token). The clean loss of inject is checked against `attnlab eval` on the same tokens.
+// real binary on tiny trained runs of every arm. The clean loss of inject is checked against `attnlab eval` on the same tokens.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "attnlab/arm.h"
 #include "attnlab/sweep.h"
 #include "attnlab/trainer.h"
 #include "unit/shard_files.h"
@@ -60,7 +61,7 @@ class ProbeE2E : public ::testing::Test {
     std::ofstream(d / "sweeps/toy.yaml")
         << "base: ../base.yaml\nout: " << (d / "out").string()
         << "\nset:\n  train.max_steps: 8\n  eval.every: 4\n  checkpoint.every: 4\n"
-        << "grid:\n  tier: [tiny]\n  model.arm: [baseline, sink_logit, proj_gate, sink_token]\n  seed: [1]\n";
+        << "grid:\n  tier: [tiny]\n  model.arm: [baseline, off_by_one, sink_token, sink_logit, norm_gate, proj_gate, renorm, combo, combo2]\n  seed: [1]\n";
     for (const auto& run : expand_sweep(load_sweep(d / "sweeps/toy.yaml"))) ASSERT_EQ(train(run.resolved).status, TrainStatus::finished);
   }
   static void TearDownTestSuite() { delete tmp_; }
@@ -75,7 +76,10 @@ class ProbeE2E : public ::testing::Test {
 testing::TempDir* ProbeE2E::tmp_ = nullptr;
 
 TEST_F(ProbeE2E, ProbeWritesProvenanceAndMatricesForEveryArm) {
-  for (const std::string arm : {"baseline", "sink_logit", "proj_gate", "sink_token"}) {
+  const std::set<std::string> sinks = {"off_by_one", "sink_logit", "combo", "combo2"};
+  const std::set<std::string> gates = {"norm_gate", "proj_gate", "renorm", "combo", "combo2"};
+  for (const auto& spec : all_arms()) {
+    const std::string& arm = spec.name;
     const auto run = run_dir(arm);
     ASSERT_FALSE(run.empty()) << arm;
     ASSERT_EQ(run_cli({"probe", "--checkpoint", run.string(), "--sequences", "6", "--batch-size", "4"}, dir() / "p.log"), 0)
@@ -85,8 +89,8 @@ TEST_F(ProbeE2E, ProbeWritesProvenanceAndMatricesForEveryArm) {
     EXPECT_EQ(j["provenance"]["step"], 8);
     EXPECT_EQ(j["provenance"]["sequences"], 6);
     EXPECT_EQ(j["provenance"]["length"], 16);
-    EXPECT_EQ(j["summary"]["model"]["phantom_mass"].is_number(), arm == "sink_logit") << arm;
-    EXPECT_EQ(j["summary"]["model"]["gate_mean"].is_number(), arm == "proj_gate") << arm;
+    EXPECT_EQ(j["summary"]["model"]["phantom_mass"].is_number(), sinks.count(arm) == 1) << arm;
+    EXPECT_EQ(j["summary"]["model"]["gate_mean"].is_number(), gates.count(arm) == 1) << arm;
     // The matrix CSV holds the JSON's per-head values, layer by layer.
     std::istringstream csv(read(run / "probes/probe_first_key_mass.csv"));
     std::string line;
@@ -103,6 +107,16 @@ TEST_F(ProbeE2E, ProbeWritesProvenanceAndMatricesForEveryArm) {
       for (const auto& v : layer["heads"]["first_key_mass"]) sum += v.get<double>();
     EXPECT_NEAR(j["summary"]["model"]["first_key_mass"].get<double>(), sum / 4, 1e-12);
   }
+  // --seed draws windows with the training sampler instead of the first N sequences, and says so.
+  const auto seeded = dir() / "seeded";
+  ASSERT_EQ(run_cli({"probe", "--checkpoint", run_dir("baseline").string(), "--sequences", "4", "--seed", "5", "--out",
+                     seeded.string()},
+                    dir() / "p.log"),
+            0)
+      << read(dir() / "p.log");
+  const auto j = nlohmann::json::parse(read(seeded / "probe.json"));
+  EXPECT_EQ(j["provenance"]["probe_seed"], 5);
+  EXPECT_NE(j["provenance"]["selection"].get<std::string>().find("seed 5"), std::string::npos);
 }
 
 TEST_F(ProbeE2E, InjectCleanLossEqualsEvalAndEpsZeroChangesNothing) {
@@ -153,10 +167,12 @@ TEST_F(ProbeE2E, ReportPrintsTheTablesAndReusesTheCache) {
   EXPECT_NE(text.find("gate_direction junk"), std::string::npos) << text;
   EXPECT_NE(text.find("*paper, 124m scale:* baseline"), std::string::npos) << text;
   const auto results = nlohmann::json::parse(read(dir() / "out/report/probes.json"));
-  ASSERT_EQ(results["runs"].size(), 4u);
+  ASSERT_EQ(results["runs"].size(), all_arms().size());
   for (const auto& r : results["runs"]) {
     EXPECT_TRUE(r["probe"].is_object()) << r["name"];
-    EXPECT_EQ(r["inject"].size(), r["arm"] == "proj_gate" ? 6u : 4u) << r["name"];
+    EXPECT_FALSE(r.contains("error")) << r["name"] << ": " << r["error"];
+    const bool projection = r["arm"] == "proj_gate" || r["arm"] == "combo2";
+    EXPECT_EQ(r["inject"].size(), projection ? 6u : 4u) << r["name"];
   }
   const auto probe_file = run_dir("baseline") / "probes/probe.json";
   const auto before = fs::last_write_time(probe_file);

@@ -63,6 +63,8 @@ nlohmann::json collect_probe_results(const SweepReport& report, const ProbeRepor
 
 int render_probe_plots(const fs::path& python, const fs::path& script, const fs::path& probes_json,
                        const fs::path& out_dir) {
+  if (python.empty() || !fs::exists(python))
+    throw std::runtime_error("plots: no Python at '" + python.string() + "'; run scripts/setup.sh or pass --python");
   if (!fs::exists(script)) throw std::runtime_error("plots: plotting script '" + script.string() + "' not found");
   return process::wait_exit(process::spawn(python, {script.string(), probes_json.string(), "--out", out_dir.string()}));
 }

@@ -12,7 +12,7 @@
 
 #include "attnlab/batch_sampler.h"
 #include "attnlab/checkpoint.h"
-#include "attnlab/retention.h"
+#include "attnlab/writer_retention.h"
 #include "attnlab/shards.h"
 #include "attnlab/trainer.h"
 #include "unit/shard_files.h"

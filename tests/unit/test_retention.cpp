@@ -8,7 +8,7 @@
 #include <torch/torch.h>
 
 #include "activation_models.h"
-#include "attnlab/retention.h"
+#include "attnlab/writer_retention.h"
 
 namespace attnlab {
 namespace {

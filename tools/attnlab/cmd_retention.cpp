@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "attnlab/retention.h"
+#include "attnlab/writer_retention.h"
 #include "commands.h"
 #include "probe_input.h"
 

@@ -1,5 +1,5 @@
-// Writer-row retention (SPEC section 5); formulas in include/attnlab/retention.h.
-#include "attnlab/retention.h"
+// Writer-row retention (SPEC section 5); formulas in include/attnlab/writer_retention.h.
+#include "attnlab/writer_retention.h"
 
 #include <cmath>
 #include <limits>

@@ -38,7 +38,7 @@ void claim(const fs::path& dir, const RunConfig& cfg, bool must_be_new) {
     const auto existing = load_run_config(config_file);
     std::vector<std::string> differing;
     for (const auto& key : differing_keys(existing, cfg))
-      if (!is_budget_key(key) && key != "out_dir") differing.push_back(key);
+      if (!is_budget_key(key) && !is_observation_key(key) && key != "out_dir") differing.push_back(key);
     if (!differing.empty()) {
       std::ostringstream msg;
       msg << dir.string() << " belongs to another run (its config.yaml differs in:";

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "attnlab/activation_stats.h"
 #include "attnlab/batch_sampler.h"
 #include "attnlab/checkpoint.h"
 #include "attnlab/lr_schedule.h"
@@ -233,6 +234,65 @@ TEST_F(TrainTest, BranchFirstStepIsAnAdamWStepWithoutDecayFromTheParentsFullStat
   }
   EXPECT_LT(worst, 1e-6);
   EXPECT_GT(decay_effect, 20 * 1e-6);  // had the branch kept lambda = 0.1, the check above would fail
+}
+
+// Activation tracking (issue 7) is one forward pass that changes nothing the run computes: with it on,
+// and interrupted, a run ends bit-identical to one without it; the records land at the steps asked;
+// log-spaced and keep_every checkpoints survive retention.
+TEST_F(TrainTest, ActivationTrackingChangesNothingAndSurvivesResume) {
+  const auto plain = train(config("a"));
+  const std::vector<std::string> tracking = {"track.activations.every=5", "track.activations.sequences=3",
+                                             "checkpoint.log_spaced=true", "checkpoint.log_spaced_until=4",
+                                             "checkpoint.keep_every=3"};
+  TrainOptions stop;
+  stop.stop_after_steps = 5;
+  ASSERT_EQ(train(config("b", tracking), stop).status, TrainStatus::interrupted);
+  auto resumed_sets = tracking;
+  resumed_sets[0] = "track.activations.every=2";  // observation keys may change on resume
+  const auto tracked = train(config("b", resumed_sets));
+  ASSERT_EQ(tracked.status, TrainStatus::finished);
+  EXPECT_EQ(plain.final_val_loss, tracked.final_val_loss);
+  const auto wa = load_model(dir_ / "a"), wb = load_model(dir_ / "b");
+  for (const auto& item : wa.model->named_parameters())
+    EXPECT_TRUE(torch::equal(item.value(), wb.model->named_parameters()[item.key()])) << item.key();
+
+  std::vector<int64_t> probe_steps;
+  nlohmann::json last;
+  int64_t step_lines = 0;
+  for (const auto& line : metrics(dir_ / "b")) {
+    if (line.value("type", "") == "activations") {
+      probe_steps.push_back(line["step"]);
+      last = line;
+    } else {
+      ++step_lines;
+    }
+  }
+  EXPECT_EQ(step_lines, 12);
+  // 0 (initial), log-spaced 1 2 4, every 5 before the stop; every 2 after it; the last step
+  EXPECT_EQ(probe_steps, (std::vector<int64_t>{0, 1, 2, 4, 5, 6, 8, 10, 12}));
+  ASSERT_EQ(last["layers"].size(), 2u);  // layers 0 and n_layer = 1
+  // Layer 0's sink state is the embedding output at position 0 of validation sequence 0.
+  const int64_t token = patterned_tokens(4096, 1)[0];
+  const auto emb = (wb.model->wte->weight[token] + wb.model->wpe->weight[0]).to(torch::kDouble);
+  const auto expected = activation_stats(emb);
+  const auto logged = activation_stats_from_json(last["layers"][0]["sink"]);
+  EXPECT_NEAR(logged.max_abs, expected.max_abs, 1e-6);
+  EXPECT_EQ(logged.argmax, expected.argmax);
+  EXPECT_NEAR(logged.rms, expected.rms, 1e-6);
+
+  std::vector<int64_t> kept;
+  for (const auto& c : list_checkpoints(dir_ / "b")) kept.push_back(c.step);
+  // log-spaced 1 2 4; keep_every 3: 3 6 9 12; keep_last 2: 9 12; the stop's 5 is not kept
+  EXPECT_EQ(kept, (std::vector<int64_t>{1, 2, 3, 4, 6, 9, 12}));
+  const auto final_json = nlohmann::json::parse(std::ifstream(dir_ / "b/final.json"));
+  EXPECT_GT(final_json["time_s"]["track"].get<double>(), 0.0);
+}
+
+TEST_F(TrainTest, TrackingMoreSequencesThanValidationHasIsRefused) {
+  const auto msg = error_of<TrainError>([&] {
+    train(config("a", {"track.activations.every=5", "track.activations.sequences=1000"}));
+  });
+  EXPECT_NE(msg.find("track.activations.sequences = 1000"), std::string::npos) << msg;
 }
 
 }  // namespace

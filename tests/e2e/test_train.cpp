@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <numeric>
 #include <random>
+#include <set>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "attnlab/activation_report.h"
 #include "attnlab/activation_stats.h"
 #include "attnlab/batch_sampler.h"
 #include "attnlab/checkpoint.h"
@@ -293,6 +296,64 @@ TEST_F(TrainTest, TrackingMoreSequencesThanValidationHasIsRefused) {
     train(config("a", {"track.activations.every=5", "track.activations.sequences=1000"}));
   });
   EXPECT_NE(msg.find("track.activations.sequences = 1000"), std::string::npos) << msg;
+}
+
+// `attnlab activations` on two tiny runs that differ in seed: layer 0's sink state is the embedding
+// output wte[token] + wpe[0] of each checkpoint, so its dominant channel, lock-in step, Spearman
+// and cross-seed Jaccard follow from the weights by hand.
+TEST_F(TrainTest, ActivationsReportMatchesTheEmbeddingsByHand) {
+  const std::vector<std::string> every = {"checkpoint.every=2", "checkpoint.keep_every=2", "train.max_steps=8"};
+  train(config("s1", every));
+  auto seed2 = every;
+  seed2.push_back("seed=2");
+  train(config("s2", seed2));
+  ActivationScanOptions options;
+  options.sequences = 2;
+  options.top_k = 5;
+  options.layer = 1;
+  const auto report = activations_report({dir_ / "s1", dir_ / "s2"}, options);
+  ASSERT_EQ(report.runs.size(), 2u);
+  const int64_t token = patterned_tokens(4096, 1)[0];
+  std::vector<std::vector<double>> final_abs;
+  for (const auto& run : report.runs) {
+    std::vector<int64_t> steps, argmax;
+    std::vector<std::vector<double>> abs_rows;
+    for (const auto& info : list_checkpoints(run.dir)) {
+      const auto m = load_model(info.dir);
+      const auto emb = (m.model->wte->weight[token] + m.model->wpe->weight[0]).to(torch::kDouble).abs();
+      abs_rows.emplace_back(emb.data_ptr<double>(), emb.data_ptr<double>() + emb.numel());
+      steps.push_back(info.step);
+      argmax.push_back(emb.argmax().item<int64_t>());
+    }
+    ASSERT_EQ(run.checkpoints.size(), steps.size());
+    EXPECT_EQ(steps, (std::vector<int64_t>{2, 4, 6, 8}));
+    for (size_t k = 0; k < steps.size(); ++k) {
+      EXPECT_EQ(run.checkpoints[k].step, steps[k]);
+      EXPECT_EQ(run.checkpoints[k].capture.layers[0].sink.argmax, argmax[k]) << "step " << steps[k];
+      EXPECT_NEAR(run.spearman_final[0][k], spearman(abs_rows[k], abs_rows.back()), 1e-9);
+    }
+    EXPECT_DOUBLE_EQ(run.spearman_final[0].back(), 1.0);
+    size_t first = argmax.size() - 1;  // lock-in by a plain backward loop
+    while (first > 0 && argmax[first - 1] == argmax.back()) --first;
+    EXPECT_EQ(run.lock_in[0], steps[first]);
+    EXPECT_EQ(run.layer, 1);
+    EXPECT_EQ(run.final_tokens.tokens_abs.size(0), 16);  // seq_len positions of one sequence
+    final_abs.push_back(abs_rows.back());
+  }
+  ASSERT_EQ(report.overlaps.size(), 1u);
+  auto top5 = [](const std::vector<double>& v) {  // sort channel indices by descending |x_c|
+    std::vector<int64_t> idx(v.size());
+    std::iota(idx.begin(), idx.end(), 0);
+    std::sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return v[a] > v[b] || (v[a] == v[b] && a < b); });
+    return std::set<int64_t>(idx.begin(), idx.begin() + 5);
+  };
+  const auto a = top5(final_abs[0]), b = top5(final_abs[1]);
+  size_t common = 0;
+  for (auto c : a) common += b.count(c);
+  EXPECT_DOUBLE_EQ(report.overlaps[0].jaccard[0], double(common) / double(10 - common));
+  const auto j = activations_json(report);
+  EXPECT_EQ(j["runs"][0]["maps"]["sink_heatmap"]["steps"].size(), 4u);
+  EXPECT_EQ(activations_csv(report).at("activations.csv").find("run,arm,seed,step,layer,state"), 0u);
 }
 
 }  // namespace

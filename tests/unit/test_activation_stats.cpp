@@ -73,13 +73,15 @@ TEST(ActivationStats, ZeroMedianAndZeroState) {
 }
 
 TEST(ActivationStats, Float32InputAccumulatesInDouble) {
-  // 4096 channels of 1e-3 plus one of 1e4: float32 sums would lose the small squares.
+  // 4096 channels of 1e-3 plus one of 1e4: a float32 sum of squares loses the small ones entirely
+  // (1 - top3_share would be 0 instead of 4.094e-11); float64 keeps them to ~1e-14.
   auto x = torch::full({4097}, 1e-3f, torch::kFloat);
   x[17] = 1e4f;
   const auto s = activation_stats(x);
   const double small = double(1e-3f);
-  EXPECT_DOUBLE_EQ(s.rms, std::sqrt((1e8 + 4096 * small * small) / 4097));
-  EXPECT_DOUBLE_EQ(s.top3_share, (1e8 + 2 * small * small) / (1e8 + 4096 * small * small));
+  EXPECT_NEAR(s.rms, std::sqrt((1e8 + 4096 * small * small) / 4097), 1e-12 * s.rms);
+  EXPECT_NEAR(1 - s.top3_share, 4094 * small * small / (1e8 + 4096 * small * small), 1e-12);
+  EXPECT_GT(1 - s.top3_share, 4e-11);
 }
 
 TEST(ActivationStats, BadInputIsRefused) {

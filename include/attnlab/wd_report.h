@@ -5,7 +5,8 @@
 // m(t) = max over layers l = 0..n_layer of the peak state's max |x_c| at tracked step t. The peak is
 // the first step of the largest m(t). A run whose largest m(t) is at the last tracked step (still
 // growing) or at the first (never grew) has "no peak within the window" and enters no fit. lambda = 0
-// can have a peak, but ln(0) is undefined, so it is reported and left out of the fits too.
+// can have a peak, but ln(0) is undefined, so it is reported and left out of the fits too, as is a
+// run that has not finished (its window is not the sweep's).
 //
 // Fits, per (tier, arm, variant without optim.weight_decay), over runs with a peak and lambda > 0,
 // ordinary least squares with x = ln(lambda):
@@ -68,6 +69,7 @@ struct WdRun {
   std::vector<MaxPoint> curve;       ///< ascending step
   std::optional<MaxPoint> peak;      ///< none: no peak within the window
   std::string note;                  ///< why there is no peak, or why the run is not fitted
+  bool finished = true;              ///< final.json written; an unfinished run is never fitted
   bool fitted = false;               ///< entered its group's fits
 };
 

@@ -30,6 +30,10 @@ void fit_group(WdGroup& g, std::vector<WdRun>& runs) {
   std::vector<double> lambda, t_peak, peak;
   for (auto& r : runs) {
     if (r.group != g.group || !r.peak) continue;
+    if (!r.finished) {
+      r.note = "run not finished: not fitted";
+      continue;
+    }
     if (r.lambda <= 0) {
       r.note = "lambda = 0: ln(lambda) undefined, not fitted";
       continue;
@@ -91,6 +95,7 @@ WdReport build_wd_report(const fs::path& sweep_dir) {
     WdRun r;
     r.name = rec.name, r.tier = rec.tier, r.arm = rec.arm, r.variant = rec.variant, r.seed = rec.seed;
     r.group = group_of(rec);
+    r.finished = rec.finished();
     const fs::path dir = sweep_dir / rec.name;
     try {
       r.lambda = load_run_config(dir / "config.yaml").optim.weight_decay;
@@ -121,7 +126,7 @@ nlohmann::json wd_json(const WdReport& report) {
                     {"peak_step", r.peak ? nlohmann::json(r.peak->step) : nlohmann::json()},
                     {"peak", r.peak ? nlohmann::json(r.peak->max_abs) : nlohmann::json()},
                     {"peak_layer", r.peak ? nlohmann::json(r.peak->layer) : nlohmann::json()},
-                    {"fitted", r.fitted}, {"note", r.note},
+                    {"finished", r.finished}, {"fitted", r.fitted}, {"note", r.note},
                     {"curve", {{"step", steps}, {"max_abs", maxima}}}});
   }
   for (const auto& g : report.groups) {

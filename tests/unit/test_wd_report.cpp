@@ -87,6 +87,7 @@ class WdSweepTest : public ::testing::Test {
     cfg.train.max_steps = 10;
     cfg.optim.weight_decay = lambda;
     std::ofstream(run_dir / "config.yaml") << to_yaml(cfg);
+    std::ofstream(run_dir / "final.json") << nlohmann::json({{"final_val_loss", 5.0}, {"steps", 10}, {"tier", "micro"}, {"arm", "baseline"}, {"seed", 1}}).dump();
     std::ofstream metrics(run_dir / "metrics.jsonl");
     for (size_t i = 0; i < maxima.size(); ++i) {
       const int64_t step = int64_t(i) * 10;
@@ -147,6 +148,19 @@ TEST_F(WdSweepTest, PeaksFitsAndRunsWithoutAPeak) {
   EXPECT_NEAR(j["groups"][0]["peak_size_fit"]["p"].get<double>(), slope(lp), 1e-9);
   EXPECT_NE(wd_markdown(report).find("no peak within the window"), std::string::npos);
   EXPECT_NE(wd_csv(report).at("wd_fits.csv").find("micro/baseline,3,"), std::string::npos);
+}
+
+TEST_F(WdSweepTest, UnfinishedRunsAreNotFitted) {
+  run(0.03, {1, 2, 4, 6, 8, 3});
+  run(0.3, {1, 3, 4, 2, 1, 1});
+  run(0.1, {1, 9, 3, 2, 1, 1});
+  fs::remove(dir_ / "micro/baseline/optim.weight_decay-0.1/s1/final.json");
+  const auto report = build_wd_report(dir_);
+  for (const auto& r : report.runs) {
+    EXPECT_EQ(r.fitted, r.lambda != 0.1) << r.name;
+    if (r.lambda == 0.1) EXPECT_EQ(r.note, "run not finished: not fitted");
+  }
+  EXPECT_EQ(report.groups[0].step_fit->n, 2u);
 }
 
 TEST_F(WdSweepTest, OneLambdaGivesNoFitAndSaysWhy) {

@@ -41,6 +41,7 @@ def plot_layers(run, path):
                     marker="o", label=f"top-{k + 1}")
         ax.plot(layers, [s["median_abs"] for s in stats], marker="x", linestyle="--", label="median")
         ax.set_yscale("log")
+        ax.set_xticks(layers)
         ax.set_xlabel("layer l (0 = embedding output)")
         ax.set_title(f"{state} state, step {final['step']}")
         ax.grid(alpha=0.3)

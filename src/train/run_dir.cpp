@@ -69,8 +69,11 @@ MetricsLog::MetricsLog(const fs::path& path, int64_t resume_step) {
       }
     }
     if (dropped > 0) {
-      spdlog::info("metrics.jsonl: dropping {} line(s) logged after step {} (the checkpoint resumed from)",
-                   dropped, resume_step);
+      if (resume_step < 0)
+        spdlog::info("metrics.jsonl: dropping {} line(s) of an earlier attempt (a fresh start)", dropped);
+      else
+        spdlog::info("metrics.jsonl: dropping {} line(s) logged after step {} (the checkpoint resumed from)",
+                     dropped, resume_step);
       write_atomically(path, kept);
     }
   }

@@ -259,7 +259,7 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
   open_probe(s);
   build_model(s);
   s.state.config = to_json(cfg);
-  resume(s, options);
+  const bool resumed = resume(s, options);
 
   const int64_t total = cfg.total_steps();
   TrainResult result{TrainStatus::finished, s.state.step, 0.0, s.dir};
@@ -268,7 +268,8 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
     result.final_val_loss = nlohmann::json::parse(std::ifstream(s.dir / "final.json"))["final_val_loss"];
     return result;
   }
-  run_dir::MetricsLog metrics(s.dir / "metrics.jsonl", s.state.step);
+  // A fresh start drops every line, step 0's probe included, that a run which never checkpointed left.
+  run_dir::MetricsLog metrics(s.dir / "metrics.jsonl", resumed ? s.state.step : -1);
   signals::StopRequestScope stop_scope;
   const int64_t tokens_per_step = cfg.effective_tokens_per_step();
   const auto keep = log_spaced_steps(cfg.checkpoint);

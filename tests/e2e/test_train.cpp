@@ -356,5 +356,22 @@ TEST_F(TrainTest, ActivationsReportMatchesTheEmbeddingsByHand) {
   EXPECT_EQ(activations_csv(report).at("activations.csv").find("run,arm,seed,step,layer,state"), 0u);
 }
 
+// A run that restarts from nothing (no checkpoint left) logs the initial probe once, not twice.
+TEST_F(TrainTest, FreshRestartLogsTheInitialProbeOnce) {
+  const std::vector<std::string> sets = {"track.activations.every=6", "train.max_steps=6"};
+  train(config("a", sets));
+  fs::remove_all(dir_ / "a/checkpoints");
+  fs::remove(dir_ / "a/final.json");
+  train(config("a", sets));
+  std::vector<int64_t> probes;
+  int64_t steps = 0;
+  for (const auto& line : metrics(dir_ / "a")) {
+    if (line.value("type", "") == "activations") probes.push_back(line["step"]);
+    else ++steps;
+  }
+  EXPECT_EQ(probes, (std::vector<int64_t>{0, 6}));
+  EXPECT_EQ(steps, 6);
+}
+
 }  // namespace
 }  // namespace attnlab

@@ -52,7 +52,25 @@ struct EvalConfig {
 struct CheckpointConfig {
   int64_t every = 100;          ///< steps between checkpoints (and always at the end)
   int64_t keep_last = 2;        ///< newest checkpoints kept (plus the best by val loss)
-  bool log_spaced = false;      ///< also checkpoint (and keep) steps 1, 2, 4, ..., 512 (Pythia-style)
+  bool log_spaced = false;      ///< also checkpoint (and keep) steps 1, 2, 4, ..., log_spaced_until (Pythia-style)
+  int64_t log_spaced_until = 512;  ///< the last power of two checkpointed when log_spaced (>= 1)
+  int64_t keep_every = 0;       ///< also keep every checkpoint whose step is a multiple of this; 0 = off
+};
+
+/// Training-time activation tracking (SPEC section 5, issue 7): every `every` steps one forward pass
+/// on a fixed probe batch (the first `sequences` validation sequences), logged into metrics.jsonl as
+/// a {"type": "activations"} record. Changes nothing the run computes (tested), so these keys are
+/// outside the config hash and may change when a run resumes.
+struct ActivationTrackConfig {
+  int64_t every = 0;       ///< steps between probes; 0 = off
+  int64_t sequences = 4;   ///< probe batch: validation sequences [0, sequences)
+  int64_t top_k = 8;       ///< channels listed per state
+  double massive_max = 100.0;     ///< "massive": max |x_c| > massive_max ...
+  double massive_ratio = 1000.0;  ///< ... and max / median >= massive_ratio
+};
+
+struct TrackConfig {
+  ActivationTrackConfig activations;
 };
 
 struct RunConfig {
@@ -66,6 +84,7 @@ struct RunConfig {
   TrainConfig train;
   EvalConfig eval;
   CheckpointConfig checkpoint;
+  TrackConfig track;
 
   int64_t effective_tokens_per_step() const;
   int64_t grad_accum_steps() const;  ///< tokens_per_step / (batch_size * seq_len)
@@ -96,7 +115,12 @@ std::vector<std::string> differing_keys(const RunConfig& a, const RunConfig& b);
 /// batch_size * seq_len, a budget set, ...). Throws ConfigError naming the keys.
 void validate(const RunConfig& cfg);
 
-/// Stable 16-hex-digit hash of the resolved configuration (recorded in final.json).
+/// True for keys that change what a run records but not what it computes (track.*): left out of
+/// config_hash and allowed to differ when a run resumes.
+bool is_observation_key(const std::string& key);
+
+/// Stable 16-hex-digit hash of the resolved configuration (recorded in final.json), without out_dir
+/// and the observation keys (track.*).
 std::string config_hash(const RunConfig& cfg);
 
 }  // namespace attnlab

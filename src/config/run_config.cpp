@@ -60,6 +60,17 @@ void visit_fields(RunConfig& c, V& v) {
     v.field("every", c.checkpoint.every);
     v.field("keep_last", c.checkpoint.keep_last);
     v.field("log_spaced", c.checkpoint.log_spaced);
+    v.field("log_spaced_until", c.checkpoint.log_spaced_until);
+    v.field("keep_every", c.checkpoint.keep_every);
+  });
+  v.section("track", [&] {
+    v.section("activations", [&] {
+      v.field("every", c.track.activations.every);
+      v.field("sequences", c.track.activations.sequences);
+      v.field("top_k", c.track.activations.top_k);
+      v.field("massive_max", c.track.activations.massive_max);
+      v.field("massive_ratio", c.track.activations.massive_ratio);
+    });
   });
 }
 
@@ -194,6 +205,14 @@ void validate(const RunConfig& c) {
   require(c.eval.every > 0, "eval.every: must be positive");
   require(c.checkpoint.every > 0, "checkpoint.every: must be positive");
   require(c.checkpoint.keep_last > 0, "checkpoint.keep_last: must be at least 1");
+  require(c.checkpoint.log_spaced_until >= 1, "checkpoint.log_spaced_until: must be at least 1");
+  require(c.checkpoint.keep_every >= 0, "checkpoint.keep_every: must be >= 0 (0 keeps no extra checkpoints)");
+  const auto& t = c.track.activations;
+  require(t.every >= 0, "track.activations.every: must be >= 0 (0 turns tracking off)");
+  require(t.sequences > 0, "track.activations.sequences: must be positive");
+  require(t.top_k > 0, "track.activations.top_k: must be positive");
+  require(t.massive_max >= 0, "track.activations.massive_max: must be >= 0");
+  require(t.massive_ratio >= 1, "track.activations.massive_ratio: must be >= 1");
 }
 
 RunConfig load_run_config(const std::filesystem::path& path, const std::vector<std::string>& overrides) {
@@ -228,9 +247,12 @@ std::vector<std::string> differing_keys(const RunConfig& a, const RunConfig& b) 
   return keys;
 }
 
+bool is_observation_key(const std::string& key) { return key.rfind("track.", 0) == 0; }
+
 std::string config_hash(const RunConfig& cfg) {
   auto j = to_json(cfg);
   j.erase("out_dir");  // where a run lives is not what it computes
+  j.erase("track");    // nor what it observes on the way (is_observation_key)
   uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over the canonical (sorted-key) dump
   for (unsigned char ch : j.dump()) h = (h ^ ch) * 0x100000001b3ULL;
   char buf[17];

@@ -38,7 +38,7 @@ void claim(const fs::path& dir, const RunConfig& cfg, bool must_be_new) {
     const auto existing = load_run_config(config_file);
     std::vector<std::string> differing;
     for (const auto& key : differing_keys(existing, cfg))
-      if (!is_budget_key(key) && key != "out_dir") differing.push_back(key);
+      if (!is_budget_key(key) && !is_observation_key(key) && key != "out_dir") differing.push_back(key);
     if (!differing.empty()) {
       std::ostringstream msg;
       msg << dir.string() << " belongs to another run (its config.yaml differs in:";
@@ -69,8 +69,11 @@ MetricsLog::MetricsLog(const fs::path& path, int64_t resume_step) {
       }
     }
     if (dropped > 0) {
-      spdlog::info("metrics.jsonl: dropping {} line(s) logged after step {} (the checkpoint resumed from)",
-                   dropped, resume_step);
+      if (resume_step < 0)
+        spdlog::info("metrics.jsonl: dropping {} line(s) of an earlier attempt (a fresh start)", dropped);
+      else
+        spdlog::info("metrics.jsonl: dropping {} line(s) logged after step {} (the checkpoint resumed from)",
+                     dropped, resume_step);
       write_atomically(path, kept);
     }
   }

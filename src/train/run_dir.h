@@ -26,6 +26,7 @@ void write_atomically(const std::filesystem::path& path, const std::string& text
 
 /// Append-only metrics.jsonl. Opening it for a run resumed at `resume_step` first drops the lines of
 /// later steps (logged after the checkpoint the run resumes from), so every step appears once.
+/// resume_step = -1 (a fresh start) drops every line, the initial activation probe's included.
 class MetricsLog {
  public:
   MetricsLog(const std::filesystem::path& path, int64_t resume_step);

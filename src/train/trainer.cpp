@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include "attnlab/activation_capture.h"
 #include "attnlab/batch_sampler.h"
 #include "attnlab/checkpoint.h"
 #include "attnlab/device.h"
@@ -57,7 +58,7 @@ double flops_per_token(const RunConfig& cfg) {
 std::set<int64_t> log_spaced_steps(const CheckpointConfig& c) {
   std::set<int64_t> steps;
   if (c.log_spaced)
-    for (int64_t s = 1; s <= 512; s *= 2) steps.insert(s);
+    for (int64_t s = 1; s <= c.log_spaced_until; s *= 2) steps.insert(s);
   return steps;
 }
 
@@ -82,8 +83,9 @@ struct Session {
   double peak = 0.0;
   // Where this session's time went (seconds): the loop's overhead is everything but compute.
   struct {
-    double data = 0, compute = 0, eval = 0, checkpoint = 0, log = 0;
+    double data = 0, compute = 0, eval = 0, checkpoint = 0, log = 0, track = 0;
   } time;
+  at::Tensor probe;  // the fixed activation-tracking batch [sequences, seq_len]; undefined when off
 
   double elapsed() const {
     return elapsed_before + std::chrono::duration<double>(Clock::now() - started).count();
@@ -98,6 +100,32 @@ void open_data(Session& s) {
   s.sampler = std::make_unique<BatchSampler>(
       data.train, BatchSamplerOptions{s.cfg.train.batch_size, s.cfg.train.seq_len, s.cfg.seed});
   s.val = std::make_unique<ValidationSet>(data.val, s.cfg.train.seq_len, s.cfg.data.val_tokens);
+}
+
+// The first track.activations.sequences validation sequences: the same batch at every probe.
+void open_probe(Session& s) {
+  const auto& t = s.cfg.track.activations;
+  if (t.every == 0) return;
+  if (t.sequences > s.val->num_sequences())
+    throw TrainError(fmt::format("track.activations.sequences = {} exceeds the {} validation sequences of {}",
+                                 t.sequences, s.val->num_sequences(), s.cfg.data.val));
+  s.probe = s.val->sequences(0, t.sequences).x.to(s.device);
+}
+
+// One forward pass on the probe batch, logged as its own record type (SPEC section 5).
+void track_activations(Session& s, run_dir::MetricsLog& metrics) {
+  const auto t0 = Clock::now();
+  const auto& t = s.cfg.track.activations;
+  CaptureOptions options;
+  options.top_k = t.top_k;
+  options.massive = {t.massive_max, t.massive_ratio};
+  const auto capture = capture_activations(*s.model, s.probe, options);
+  metrics.append({{"type", "activations"},
+                  {"step", s.state.step},
+                  {"probe_sequences", t.sequences},
+                  {"massive", {{"min_max", t.massive_max}, {"min_ratio", t.massive_ratio}}},
+                  {"layers", layers_json(capture)}});
+  s.time.track += std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 void build_model(Session& s) {
@@ -139,12 +167,12 @@ bool resume(Session& s, const TrainOptions& options) {
   for (const auto& w : warnings) spdlog::warn("resume: {}", w);
   std::vector<std::string> differing;
   for (const auto& key : differing_keys(run_config_from_json(ckpt->state.config), s.cfg))
-    if (!run_dir::is_budget_key(key) && key != "out_dir") differing.push_back(key);
+    if (!run_dir::is_budget_key(key) && !is_observation_key(key) && key != "out_dir") differing.push_back(key);
   if (!differing.empty()) {
     std::ostringstream msg;
     msg << "cannot resume " << ckpt->dir.string() << ": the config differs in";
     for (const auto& key : differing) msg << ' ' << key;
-    msg << " (only train.max_steps / train.token_budget may change)";
+    msg << " (only train.max_steps / train.token_budget and track.* may change)";
     throw TrainError(msg.str());
   }
   adopt(s, *ckpt);
@@ -185,6 +213,7 @@ void save(Session& s) {
   RetentionPolicy policy;
   policy.keep_last = s.cfg.checkpoint.keep_last;
   policy.keep_steps = log_spaced_steps(s.cfg.checkpoint);
+  policy.keep_every = s.cfg.checkpoint.keep_every;
   s.state.extra["elapsed_s"] = s.elapsed();
   save_checkpoint(s.dir, *s.model, *s.opt, s.state, policy);
 }
@@ -207,7 +236,8 @@ void write_final(Session& s, double val_loss) {
       {"val_tokens", s.val->num_targets()},
       {"val_fingerprint", s.val->fingerprint()},
       {"time_s", {{"data", s.time.data}, {"compute", s.time.compute}, {"eval", s.time.eval},
-                  {"checkpoint", s.time.checkpoint}, {"log", s.time.log}}},
+                  {"checkpoint", s.time.checkpoint}, {"log", s.time.log},
+                  {"track", s.time.track}}},
   };
   if (s.state.extra.contains("parent")) final_json["parent"] = s.state.extra["parent"];
   run_dir::write_atomically(s.dir / "final.json", final_json.dump(2) + "\n");
@@ -226,9 +256,10 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
     throw TrainError("--branch-from " + options.branch_from->string() + ": no such checkpoint or run directory");
   run_dir::claim(s.dir, cfg, options.branch_from.has_value());
   open_data(s);
+  open_probe(s);
   build_model(s);
   s.state.config = to_json(cfg);
-  resume(s, options);
+  const bool resumed = resume(s, options);
 
   const int64_t total = cfg.total_steps();
   TrainResult result{TrainStatus::finished, s.state.step, 0.0, s.dir};
@@ -237,7 +268,8 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
     result.final_val_loss = nlohmann::json::parse(std::ifstream(s.dir / "final.json"))["final_val_loss"];
     return result;
   }
-  run_dir::MetricsLog metrics(s.dir / "metrics.jsonl", s.state.step);
+  // A fresh start drops every line, step 0's probe included, that a run which never checkpointed left.
+  run_dir::MetricsLog metrics(s.dir / "metrics.jsonl", resumed ? s.state.step : -1);
   signals::StopRequestScope stop_scope;
   const int64_t tokens_per_step = cfg.effective_tokens_per_step();
   const auto keep = log_spaced_steps(cfg.checkpoint);
@@ -245,6 +277,8 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
   double last_val = std::numeric_limits<double>::quiet_NaN();
   spdlog::info("train: steps {}..{} of {}, {} tokens/step ({} micro-batches of {}x{}), out {}", first_step + 1, total,
                total, tokens_per_step, cfg.grad_accum_steps(), cfg.train.batch_size, cfg.train.seq_len, s.dir.string());
+
+  if (s.probe.defined() && first_step == 0) track_activations(s, metrics);  // the initial state
 
   for (int64_t step = first_step; step < total; ++step) {
     const auto t0 = Clock::now();
@@ -276,6 +310,10 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
     }
     const auto t_log = Clock::now();
     metrics.append(line);
+    s.time.log += std::chrono::duration<double>(Clock::now() - t_log).count();
+    if (s.probe.defined() && (s.state.step % cfg.track.activations.every == 0 || last || keep.count(s.state.step)))
+      track_activations(s, metrics);
+    const auto t_print = Clock::now();
     if (s.state.step % cfg.train.log_every == 0 || last || s.state.step == first_step + 1) {
       const double eta = (total - s.state.step) * dt;
       spdlog::info("step {:>6}/{} | loss {:.4f}{} | lr {:.2e} | {:.0f} tok/s{} | ETA {}", s.state.step, total, loss,
@@ -284,7 +322,7 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
                    line.contains("mfu") ? fmt::format(" | MFU {:.1f}%", 100 * line["mfu"].get<double>()) : "",
                    format_duration(eta));
     }
-    s.time.log += std::chrono::duration<double>(Clock::now() - t_log).count();
+    s.time.log += std::chrono::duration<double>(Clock::now() - t_print).count();
     const int stop_signal = signals::stop_requested();
     const bool stop = stop_signal != 0 ||
                       (options.stop_after_steps > 0 && s.state.step - first_step >= options.stop_after_steps);

@@ -3,11 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <numeric>
 #include <random>
+#include <set>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "attnlab/activation_report.h"
+#include "attnlab/activation_stats.h"
 #include "attnlab/batch_sampler.h"
 #include "attnlab/checkpoint.h"
 #include "attnlab/lr_schedule.h"
@@ -233,6 +237,140 @@ TEST_F(TrainTest, BranchFirstStepIsAnAdamWStepWithoutDecayFromTheParentsFullStat
   }
   EXPECT_LT(worst, 1e-6);
   EXPECT_GT(decay_effect, 20 * 1e-6);  // had the branch kept lambda = 0.1, the check above would fail
+}
+
+// Activation tracking (issue 7) is one forward pass that changes nothing the run computes: with it on,
+// and interrupted, a run ends bit-identical to one without it; the records land at the steps asked;
+// log-spaced and keep_every checkpoints survive retention.
+TEST_F(TrainTest, ActivationTrackingChangesNothingAndSurvivesResume) {
+  const auto plain = train(config("a"));
+  const std::vector<std::string> tracking = {"track.activations.every=5", "track.activations.sequences=3",
+                                             "checkpoint.log_spaced=true", "checkpoint.log_spaced_until=4",
+                                             "checkpoint.keep_every=3"};
+  TrainOptions stop;
+  stop.stop_after_steps = 5;
+  ASSERT_EQ(train(config("b", tracking), stop).status, TrainStatus::interrupted);
+  auto resumed_sets = tracking;
+  resumed_sets[0] = "track.activations.every=2";  // observation keys may change on resume
+  const auto tracked = train(config("b", resumed_sets));
+  ASSERT_EQ(tracked.status, TrainStatus::finished);
+  EXPECT_EQ(plain.final_val_loss, tracked.final_val_loss);
+  const auto wa = load_model(dir_ / "a"), wb = load_model(dir_ / "b");
+  for (const auto& item : wa.model->named_parameters())
+    EXPECT_TRUE(torch::equal(item.value(), wb.model->named_parameters()[item.key()])) << item.key();
+
+  std::vector<int64_t> probe_steps;
+  nlohmann::json last;
+  int64_t step_lines = 0;
+  for (const auto& line : metrics(dir_ / "b")) {
+    if (line.value("type", "") == "activations") {
+      probe_steps.push_back(line["step"]);
+      last = line;
+    } else {
+      ++step_lines;
+    }
+  }
+  EXPECT_EQ(step_lines, 12);
+  // 0 (initial), log-spaced 1 2 4, every 5 before the stop; every 2 after it; the last step
+  EXPECT_EQ(probe_steps, (std::vector<int64_t>{0, 1, 2, 4, 5, 6, 8, 10, 12}));
+  ASSERT_EQ(last["layers"].size(), 2u);  // layers 0 and n_layer = 1
+  // Layer 0's sink state is the embedding output at position 0 of validation sequence 0.
+  const int64_t token = patterned_tokens(4096, 1)[0];
+  const auto emb = (wb.model->wte->weight[token] + wb.model->wpe->weight[0]).to(torch::kDouble);
+  const auto expected = activation_stats(emb);
+  const auto logged = activation_stats_from_json(last["layers"][0]["sink"]);
+  EXPECT_NEAR(logged.max_abs, expected.max_abs, 1e-6);
+  EXPECT_EQ(logged.argmax, expected.argmax);
+  EXPECT_NEAR(logged.rms, expected.rms, 1e-6);
+
+  std::vector<int64_t> kept;
+  for (const auto& c : list_checkpoints(dir_ / "b")) kept.push_back(c.step);
+  // log-spaced 1 2 4; keep_every 3: 3 6 9 12; keep_last 2: 9 12; the stop's 5 is not kept
+  EXPECT_EQ(kept, (std::vector<int64_t>{1, 2, 3, 4, 6, 9, 12}));
+  const auto final_json = nlohmann::json::parse(std::ifstream(dir_ / "b/final.json"));
+  EXPECT_GT(final_json["time_s"]["track"].get<double>(), 0.0);
+}
+
+TEST_F(TrainTest, TrackingMoreSequencesThanValidationHasIsRefused) {
+  const auto msg = error_of<TrainError>([&] {
+    train(config("a", {"track.activations.every=5", "track.activations.sequences=1000"}));
+  });
+  EXPECT_NE(msg.find("track.activations.sequences = 1000"), std::string::npos) << msg;
+}
+
+// `attnlab activations` on two tiny runs that differ in seed: layer 0's sink state is the embedding
+// output wte[token] + wpe[0] of each checkpoint, so its dominant channel, lock-in step, Spearman
+// and cross-seed Jaccard follow from the weights by hand.
+TEST_F(TrainTest, ActivationsReportMatchesTheEmbeddingsByHand) {
+  const std::vector<std::string> every = {"checkpoint.every=2", "checkpoint.keep_every=2", "train.max_steps=8"};
+  train(config("s1", every));
+  auto seed2 = every;
+  seed2.push_back("seed=2");
+  train(config("s2", seed2));
+  ActivationScanOptions options;
+  options.sequences = 2;
+  options.top_k = 5;
+  options.layer = 1;
+  const auto report = activations_report({dir_ / "s1", dir_ / "s2"}, options);
+  ASSERT_EQ(report.runs.size(), 2u);
+  const int64_t token = patterned_tokens(4096, 1)[0];
+  std::vector<std::vector<double>> final_abs;
+  for (const auto& run : report.runs) {
+    std::vector<int64_t> steps, argmax;
+    std::vector<std::vector<double>> abs_rows;
+    for (const auto& info : list_checkpoints(run.dir)) {
+      const auto m = load_model(info.dir);
+      const auto emb = (m.model->wte->weight[token] + m.model->wpe->weight[0]).to(torch::kDouble).abs();
+      abs_rows.emplace_back(emb.data_ptr<double>(), emb.data_ptr<double>() + emb.numel());
+      steps.push_back(info.step);
+      argmax.push_back(emb.argmax().item<int64_t>());
+    }
+    ASSERT_EQ(run.checkpoints.size(), steps.size());
+    EXPECT_EQ(steps, (std::vector<int64_t>{2, 4, 6, 8}));
+    for (size_t k = 0; k < steps.size(); ++k) {
+      EXPECT_EQ(run.checkpoints[k].step, steps[k]);
+      EXPECT_EQ(run.checkpoints[k].capture.layers[0].sink.argmax, argmax[k]) << "step " << steps[k];
+      EXPECT_NEAR(run.spearman_final[0][k], spearman(abs_rows[k], abs_rows.back()), 1e-9);
+    }
+    EXPECT_DOUBLE_EQ(run.spearman_final[0].back(), 1.0);
+    size_t first = argmax.size() - 1;  // lock-in by a plain backward loop
+    while (first > 0 && argmax[first - 1] == argmax.back()) --first;
+    EXPECT_EQ(run.lock_in[0], steps[first]);
+    EXPECT_EQ(run.layer, 1);
+    EXPECT_EQ(run.final_tokens.tokens_abs.size(0), 16);  // seq_len positions of one sequence
+    final_abs.push_back(abs_rows.back());
+  }
+  ASSERT_EQ(report.overlaps.size(), 1u);
+  auto top5 = [](const std::vector<double>& v) {  // sort channel indices by descending |x_c|
+    std::vector<int64_t> idx(v.size());
+    std::iota(idx.begin(), idx.end(), 0);
+    std::sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return v[a] > v[b] || (v[a] == v[b] && a < b); });
+    return std::set<int64_t>(idx.begin(), idx.begin() + 5);
+  };
+  const auto a = top5(final_abs[0]), b = top5(final_abs[1]);
+  size_t common = 0;
+  for (auto c : a) common += b.count(c);
+  EXPECT_DOUBLE_EQ(report.overlaps[0].jaccard[0], double(common) / double(10 - common));
+  const auto j = activations_json(report);
+  EXPECT_EQ(j["runs"][0]["maps"]["sink_heatmap"]["steps"].size(), 4u);
+  EXPECT_EQ(activations_csv(report).at("activations.csv").find("run,arm,seed,step,layer,state"), 0u);
+}
+
+// A run that restarts from nothing (no checkpoint left) logs the initial probe once, not twice.
+TEST_F(TrainTest, FreshRestartLogsTheInitialProbeOnce) {
+  const std::vector<std::string> sets = {"track.activations.every=6", "train.max_steps=6"};
+  train(config("a", sets));
+  fs::remove_all(dir_ / "a/checkpoints");
+  fs::remove(dir_ / "a/final.json");
+  train(config("a", sets));
+  std::vector<int64_t> probes;
+  int64_t steps = 0;
+  for (const auto& line : metrics(dir_ / "a")) {
+    if (line.value("type", "") == "activations") probes.push_back(line["step"]);
+    else ++steps;
+  }
+  EXPECT_EQ(probes, (std::vector<int64_t>{0, 6}));
+  EXPECT_EQ(steps, 6);
 }
 
 }  // namespace

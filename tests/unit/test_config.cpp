@@ -71,6 +71,26 @@ TEST_F(ConfigTest, WrongTypesNameTheKey) {
   EXPECT_EQ(error_of("run.yaml", {"seed=-1"}), "seed: expected an integer, got '-1'");
   EXPECT_EQ(error_of("run.yaml", {"model=3"}), "model: expected a mapping of keys");
   EXPECT_EQ(error_of("run.yaml", {"checkpoint.log_spaced=maybe"}), "checkpoint.log_spaced: expected true or false, got 'maybe'");
+  EXPECT_EQ(error_of("run.yaml", {"track.activations.evry=5"}),
+            "track.activations.evry: unknown key (did you mean track.activations.every?)");
+}
+
+TEST_F(ConfigTest, TrackingKeysAreCheckedAndStayOutOfTheHash) {
+  EXPECT_EQ(error_of("run.yaml", {"track.activations.every=-1"}),
+            "track.activations.every: must be >= 0 (0 turns tracking off)");
+  EXPECT_EQ(error_of("run.yaml", {"track.activations.sequences=0"}), "track.activations.sequences: must be positive");
+  EXPECT_EQ(error_of("run.yaml", {"track.activations.massive_ratio=0.5"}), "track.activations.massive_ratio: must be >= 1");
+  EXPECT_EQ(error_of("run.yaml", {"checkpoint.log_spaced_until=0"}), "checkpoint.log_spaced_until: must be at least 1");
+  EXPECT_EQ(error_of("run.yaml", {"checkpoint.keep_every=-2"}),
+            "checkpoint.keep_every: must be >= 0 (0 keeps no extra checkpoints)");
+  const auto plain = load_run_config(dir_ / "run.yaml");
+  const auto tracked = load_run_config(dir_ / "run.yaml", {"track.activations.every=50", "track.activations.top_k=3"});
+  EXPECT_EQ(tracked.track.activations.every, 50);
+  EXPECT_EQ(config_hash(plain), config_hash(tracked));  // observation, not computation
+  EXPECT_EQ(differing_keys(plain, tracked), (std::vector<std::string>{"track.activations.every", "track.activations.top_k"}));
+  EXPECT_TRUE(is_observation_key("track.activations.every"));
+  EXPECT_FALSE(is_observation_key("optim.weight_decay"));
+  EXPECT_NE(config_hash(plain), config_hash(load_run_config(dir_ / "run.yaml", {"checkpoint.keep_every=10"})));
 }
 
 TEST_F(ConfigTest, ImpossibleValuesNameTheKey) {

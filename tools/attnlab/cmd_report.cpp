@@ -9,6 +9,7 @@
 #include "attnlab/report.h"
 #include "commands.h"
 #include "report_probes.h"
+#include "wd_command.h"
 
 namespace attnlab::cli {
 namespace {
@@ -47,7 +48,7 @@ void print(const SweepReport& report, const std::string& format) {
 void add_report_command(CLI::App& app) {
   struct Args {
     std::string dir, format = "md", out, python, plot_script;
-    bool compare_paper = false, plots = false;
+    bool compare_paper = false, plots = false, wd = false;
     ProbeReportOptions probes;
   };
   auto args = std::make_shared<Args>();
@@ -62,8 +63,11 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("--python", args->python, "Python with matplotlib (default: $ATTNLAB_VENV/bin/python)");
   cmd->add_option("--plot-script", args->plot_script, "Path of tools/plot_report.py (default: found from the build)");
   add_probe_report_flags(cmd, args->probes);
+  cmd->add_flag("--wd", args->wd, "Weight-decay sweep instead (issue 7): peak step and size of max |x| per run, "
+                                  "t_peak = a - b ln(lambda), peak ~ lambda^p");
   cmd->callback([args] {
     const fs::path out = args->out.empty() ? fs::path(args->dir) / "report" : fs::path(args->out);
+    if (args->wd) return run_wd_report(args->dir, out, args->plots, args->python);
     const auto report = build_report(args->dir, args->compare_paper);
     write_report_files(report, out);
     print(report, args->format);

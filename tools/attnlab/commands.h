@@ -12,6 +12,7 @@ void add_train_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);
 void add_report_command(CLI::App& app);
+void add_activations_command(CLI::App& app);
 void add_retention_command(CLI::App& app);
 void add_ablate_command(CLI::App& app);
 void add_probe_command(CLI::App& app);

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   attnlab::cli::add_eval_command(app);
   attnlab::cli::add_sweep_command(app);
   attnlab::cli::add_report_command(app);
+  attnlab::cli::add_activations_command(app);
   attnlab::cli::add_retention_command(app);
   attnlab::cli::add_ablate_command(app);
   attnlab::cli::add_probe_command(app);

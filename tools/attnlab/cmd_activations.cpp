@@ -1,0 +1,93 @@
+// `attnlab activations --runs <run dirs...> --out DIR [--plots]` (issue 7, SPEC section 5).
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "attnlab/activation_report.h"
+#include "attnlab/report.h"
+#include "commands.h"
+#include "plot_paths.h"
+
+namespace attnlab::cli {
+namespace {
+namespace fs = std::filesystem;
+
+// One line per run and layer: the final checkpoint's sink and peak states, and the lock-in step.
+void print_summary(const ActivationsReport& report) {
+  std::cout << "| run | layer | sink max | argmax | ratio | massive | lock-in step | rho(first ckpt) | peak max | at (seq, pos) |\n"
+               "|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& run : report.runs) {
+    const auto& final_layers = run.checkpoints.back().capture.layers;
+    for (const auto& a : final_layers) {
+      const auto& lock = run.lock_in[a.layer];
+      std::cout << fmt::format("| {} | {} | {:.3g} | {} | {:.3g} | {} | {} | {:.3f} | {:.3g} | ({}, {}) |\n",
+                               run.dir.string(), a.layer,
+                               a.sink.max_abs, a.sink.argmax, a.sink.ratio, a.sink.massive ? "yes" : "no",
+                               lock ? std::to_string(*lock) : "-", run.spearman_final[a.layer].front(), a.peak.max_abs,
+                               a.peak_sequence, a.peak_position);
+    }
+  }
+  for (const auto& o : report.overlaps) {
+    std::cout << fmt::format("seeds {} and {} of {} / {}: Jaccard of top-{} sink channels per layer:", o.seed_a,
+                             o.seed_b, o.tier, o.arm, report.options.top_k);
+    for (double j : o.jaccard) std::cout << fmt::format(" {:.2f}", j);
+    std::cout << "\n";
+  }
+}
+
+void write_files(const ActivationsReport& report, const fs::path& out) {
+  fs::create_directories(out);
+  std::ofstream(out / "activations.json") << activations_json(report).dump(1) << "\n";
+  for (const auto& [name, text] : activations_csv(report)) std::ofstream(out / name) << text;
+}
+
+}  // namespace
+
+void add_activations_command(CLI::App& app) {
+  struct Args {
+    std::vector<std::string> runs;
+    std::string out, python, plot_script;
+    ActivationScanOptions scan;
+    bool plots = false;
+  };
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand(
+      "activations",
+      "Massive activations at every checkpoint of one or more runs (SPEC section 5): per-layer statistics of the sink "
+      "and peak states, lock-in step, Spearman with the final ranking, top-k overlap across seeds; JSON, CSV, PNG");
+  cmd->add_option("--runs", args->runs, "Run directories (their checkpoints/ are scanned)")
+      ->required()->expected(1, -1)->check(CLI::ExistingDirectory);
+  cmd->add_option("--out", args->out, "Directory for activations.json, *.csv and the PNGs")->required();
+  cmd->add_option("--sequences", args->scan.sequences, "Probe batch: the first N validation sequences")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--val", args->scan.val, "Validation shard glob (default: each run's data.val)");
+  cmd->add_option("--top-k", args->scan.top_k, "Channels listed per state and compared across seeds")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--layer", args->scan.layer,
+                  "Layer of the step x channel heatmap and the tokens x channels map (-1: the layer of the largest "
+                  "final peak)")->capture_default_str();
+  cmd->add_option("--massive-max", args->scan.massive.min_max, "'Massive': max |x_c| above this ...")->capture_default_str();
+  cmd->add_option("--massive-ratio", args->scan.massive.min_ratio, "... and max / median at least this")->capture_default_str();
+  cmd->add_flag("--plots", args->plots, "Also draw PNGs with tools/plot_activations.py (matplotlib)");
+  cmd->add_option("--python", args->python, "Python with matplotlib (default: $ATTNLAB_VENV/bin/python)");
+  cmd->add_option("--plot-script", args->plot_script, "Path of tools/plot_activations.py (default: found from the build)");
+  cmd->callback([args] {
+    std::vector<fs::path> dirs(args->runs.begin(), args->runs.end());
+    const auto report = activations_report(dirs, args->scan);
+    const fs::path out(args->out);
+    write_files(report, out);
+    print_summary(report);
+    std::cout.flush();
+    std::cerr << fmt::format("attnlab activations: wrote activations.json and CSV files to {}\n", out.string());
+    if (!args->plots) return;
+    const fs::path python = args->python.empty() ? venv_python() : fs::path(args->python);
+    const fs::path script = args->plot_script.empty() ? source_tool("plot_activations.py") : fs::path(args->plot_script);
+    if (const int code = render_plots(python, script, out / "activations.json", out))
+      throw std::runtime_error(fmt::format("plots: {} exited with {}", script.string(), code));
+  });
+}
+
+}  // namespace attnlab::cli

@@ -1,0 +1,34 @@
+// `attnlab report --wd` (see wd_command.h).
+#include "wd_command.h"
+
+#include <fstream>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "attnlab/report.h"
+#include "attnlab/wd_report.h"
+#include "plot_paths.h"
+
+namespace attnlab::cli {
+namespace fs = std::filesystem;
+
+void run_wd_report(const fs::path& sweep_dir, const fs::path& out, bool plots, const std::string& python) {
+  const auto report = build_wd_report(sweep_dir);
+  fs::create_directories(out);
+  const auto markdown = wd_markdown(report);
+  std::ofstream(out / "wd.md") << markdown;
+  std::ofstream(out / "wd.json") << wd_json(report).dump(1) << "\n";
+  for (const auto& [name, text] : wd_csv(report)) std::ofstream(out / name) << text;
+  std::cout << markdown;
+  std::cout.flush();
+  std::cerr << fmt::format("attnlab report --wd: wrote wd.md, wd.json, wd_runs.csv and wd_fits.csv to {}\n", out.string());
+  if (!plots) return;
+  const fs::path py = python.empty() ? venv_python() : fs::path(python);
+  const fs::path script = source_tool("plot_activations.py");
+  if (const int code = render_plots(py, script, out / "wd.json", out))
+    throw std::runtime_error(fmt::format("plots: {} exited with {}", script.string(), code));
+}
+
+}  // namespace attnlab::cli

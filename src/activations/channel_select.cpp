@@ -1,4 +1,5 @@
 #include "attnlab/channel_select.h"
+#include "attnlab/activation_stats.h"
 
 #include <algorithm>
 #include <cmath>
@@ -41,14 +42,11 @@ double rms(const at::Tensor& x) {
 }
 
 std::vector<int64_t> top_channels(const at::Tensor& x, int64_t k) {
-  const auto v = as_doubles(x);
+  auto v = as_doubles(x);
   if (k < 0 || k > int64_t(v.size()))
     throw std::invalid_argument("top " + std::to_string(k) + " channels of a state with d_model = " + std::to_string(v.size()));
-  std::vector<int64_t> idx(v.size());
-  std::iota(idx.begin(), idx.end(), 0);
-  std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return std::abs(v[a]) > std::abs(v[b]); });
-  idx.resize(k);
-  return idx;
+  for (double& e : v) e = std::abs(e);
+  return top_channels(v, k);  // activation_stats.h: the one ranking (ties keep the lower channel first)
 }
 
 ChannelSpec parse_channel_spec(const std::string& text, int64_t d_model) {

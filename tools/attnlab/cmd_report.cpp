@@ -1,6 +1,4 @@
 // `attnlab report <sweep dir> [--format md|csv|json] [--out DIR] [--compare-paper] [--plots]`
-#include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -8,30 +6,13 @@
 
 #include "attnlab/report.h"
 #include "commands.h"
+#include "plot_paths.h"
 #include "report_probes.h"
 #include "wd_command.h"
 
 namespace attnlab::cli {
 namespace {
 namespace fs = std::filesystem;
-
-// The venv scripts/setup.sh makes (and exports as ATTNLAB_VENV).
-fs::path default_python() {
-  if (const char* venv = std::getenv("ATTNLAB_VENV"); venv && *venv) return fs::path(venv) / "bin/python";
-  if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache/attnlab/venv/bin/python";
-  return "python3";
-}
-
-// tools/plot_report.py of the source tree the binary was built from: the build directory's
-// CMakeCache.txt names it; a build directory inside the tree also finds it one level up.
-fs::path default_plot_script() {
-  const fs::path build_dir = fs::read_symlink("/proc/self/exe").parent_path();
-  std::ifstream cache(build_dir / "CMakeCache.txt");
-  const std::string key = "CMAKE_HOME_DIRECTORY:INTERNAL=";
-  for (std::string line; std::getline(cache, line);)
-    if (line.rfind(key, 0) == 0) return fs::path(line.substr(key.size())) / "tools/plot_report.py";
-  return build_dir.parent_path() / "tools/plot_report.py";
-}
 
 void print(const SweepReport& report, const std::string& format) {
   if (format == "json") {
@@ -73,11 +54,11 @@ void add_report_command(CLI::App& app) {
     print(report, args->format);
     std::cout.flush();  // the table first, then the note on stderr
     std::cerr << fmt::format("attnlab report: wrote report.md, report.json and CSV files to {}\n", out.string());
-    run_probe_report(report, args->probes, out, args->plots, args->python.empty() ? default_python() : fs::path(args->python),
-                     (args->plot_script.empty() ? default_plot_script() : fs::path(args->plot_script)).parent_path());
+    run_probe_report(report, args->probes, out, args->plots, args->python.empty() ? venv_python() : fs::path(args->python),
+                     (args->plot_script.empty() ? source_tool("plot_report.py") : fs::path(args->plot_script)).parent_path());
     if (!args->plots) return;
-    const fs::path python = args->python.empty() ? default_python() : fs::path(args->python);
-    const fs::path script = args->plot_script.empty() ? default_plot_script() : fs::path(args->plot_script);
+    const fs::path python = args->python.empty() ? venv_python() : fs::path(args->python);
+    const fs::path script = args->plot_script.empty() ? source_tool("plot_report.py") : fs::path(args->plot_script);
     if (const int code = render_plots(python, script, out / "report.json", out))
       throw std::runtime_error(fmt::format("plots: {} exited with {}", script.string(), code));
   });

@@ -252,16 +252,25 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
   s.device = resolve_device(cfg.train.device);
   s.autocast = cfg.train.precision == "bf16" && s.device.is_cuda();
   s.peak = peak_flops(s.device);
-  if (options.branch_from && !fs::exists(*options.branch_from))  // before claiming a directory for it
+  if (options.branch_from && !fs::exists(*options.branch_from))
     throw TrainError("--branch-from " + options.branch_from->string() + ": no such checkpoint or run directory");
-  run_dir::claim(s.dir, cfg, options.branch_from.has_value());
+  // Everything that can refuse the input (data, model, the branch's source) runs before the directory
+  // is claimed, so a failed start leaves no config.yaml that would refuse the corrected retry.
   open_data(s);
   open_probe(s);
   build_model(s);
   s.state.config = to_json(cfg);
+  if (!options.branch_from) run_dir::claim(s.dir, cfg, /*must_be_new=*/false);
   const bool resumed = resume(s, options);
-
   const int64_t total = cfg.total_steps();
+  if (options.branch_from) {
+    if (s.state.step >= total)
+      throw TrainError("--branch-from " + options.branch_from->string() + ": the checkpoint is at step " +
+                       std::to_string(s.state.step) + ", so a branch of " + std::to_string(total) +
+                       " steps (train.max_steps / train.token_budget) has nothing to train");
+    run_dir::claim(s.dir, cfg, /*must_be_new=*/true);
+  }
+
   TrainResult result{TrainStatus::finished, s.state.step, 0.0, s.dir};
   if (s.state.step >= total && fs::exists(s.dir / "final.json")) {
     spdlog::info("{}: already finished ({} steps)", s.dir.string(), s.state.step);

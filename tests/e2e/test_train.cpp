@@ -174,6 +174,26 @@ TEST_F(TrainTest, NonFiniteLossStopsAndKeepsTheLastGoodCheckpoint) {
 TEST_F(TrainTest, MissingShardsNameThePattern) {
   const auto msg = error_of<DataError>([&] { train(config("a", {"data.train=" + (dir_ / "nothing_*.bin").string()})); });
   EXPECT_NE(msg.find("nothing_*.bin"), std::string::npos) << msg;
+  // The refused start claimed nothing, so the corrected command runs in the same out_dir.
+  EXPECT_FALSE(fs::exists(dir_ / "a/config.yaml"));
+  EXPECT_EQ(train(config("a", {"train.max_steps=2"})).status, TrainStatus::finished);
+}
+
+TEST_F(TrainTest, RefusedBranchLeavesNoDirectoryAndTheCorrectedRetryRuns) {
+  TrainOptions stop;
+  stop.stop_after_steps = 6;
+  train(config("a"), stop);
+  TrainOptions branch;
+  branch.branch_from = dir_ / "a";
+  // The source's model is combo2: a sink_logit branch of it is refused, naming the arm.
+  const auto msg = error_of<std::exception>([&] { train(config("b", {"model.arm=sink_logit"}), branch); });
+  EXPECT_NE(msg.find("arm"), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(dir_ / "b"));
+  // A branch whose step count ends at or before the checkpoint's step has nothing to train.
+  const auto early = error_of<TrainError>([&] { train(config("b", {"train.max_steps=6"}), branch); });
+  EXPECT_NE(early.find("step 6"), std::string::npos) << early;
+  EXPECT_FALSE(fs::exists(dir_ / "b"));
+  EXPECT_EQ(train(config("b", {"optim.weight_decay=0"}), branch).status, TrainStatus::finished);
 }
 
 TEST_F(TrainTest, BranchRunStartsFromTheCheckpointAndRecordsItsParent) {

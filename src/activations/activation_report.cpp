@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "activations/csv_table.h"
+#include "common/csv_table.h"
 #include "attnlab/activation_report.h"
 
 namespace attnlab {

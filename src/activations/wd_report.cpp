@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "activations/csv_table.h"
+#include "common/csv_table.h"
 #include "attnlab/report.h"
 #include "attnlab/run_config.h"
 #include "attnlab/wd_report.h"

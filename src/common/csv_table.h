@@ -1,4 +1,4 @@
-// A CSV table in RFC 4180 quoting, for the activation and weight-decay reports.
+// A CSV table in RFC 4180 quoting, for every report that writes CSV (sweep, activations, weight decay).
 #pragma once
 
 #include <cmath>

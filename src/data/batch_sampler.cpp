@@ -1,4 +1,5 @@
 #include "attnlab/batch_sampler.h"
+#include "common/seed_mix.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -13,14 +14,8 @@ namespace {
 // Separates the data stream's hashes from other users of the seed (init.h's parameter seeds).
 constexpr uint64_t kDomain = 0x6174746e64617461ULL;  // "attndata"
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-
-uint64_t mix(uint64_t h, int64_t v) { return splitmix64(h ^ splitmix64(static_cast<uint64_t>(v))); }
+using seed_mix::splitmix64;
+uint64_t mix(uint64_t h, int64_t v) { return seed_mix::mix(h, static_cast<uint64_t>(v)); }
 
 // floor(key * m / 2^64): uniform in [0, m) without a division or a rejection loop.
 int64_t uniform_below(uint64_t key, int64_t m) {

@@ -7,18 +7,13 @@
 
 #include "attnlab/gates.h"
 #include "attnlab/injection.h"
+#include "common/seed_mix.h"
 
 namespace attnlab {
 namespace {
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-uint64_t mix(uint64_t h, uint64_t v) { return splitmix64(h ^ splitmix64(v)); }
+using seed_mix::mix;
+using seed_mix::splitmix64;
 
 constexpr uint64_t kJunkDomain = 0x6a756e6b6a756e6bULL;  // "junkjunk": apart from init and data seeds
 

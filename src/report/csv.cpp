@@ -2,33 +2,14 @@
 #include <sstream>
 
 #include "attnlab/report.h"
+#include "common/csv_table.h"
 #include "report/format.h"
 
 namespace attnlab {
 namespace {
 
-// RFC 4180 quoting: a field with a comma, quote or newline is quoted, quotes doubled.
-std::string field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
-std::string number(double v) { return std::isfinite(v) ? fmt::format("{:.17g}", v) : ""; }
-
-class Table {
- public:
-  explicit Table(const std::vector<std::string>& header) { row(header); }
-  void row(const std::vector<std::string>& cells) {
-    for (size_t i = 0; i < cells.size(); ++i) out_ << (i ? "," : "") << field(cells[i]);
-    out_ << "\n";
-  }
-  std::string str() const { return out_.str(); }
-
- private:
-  std::ostringstream out_;
-};
+using csv::number;
+using csv::Table;
 
 std::vector<std::string> stats_cells(const SampleStats& s) {
   return {std::to_string(s.n), number(s.mean), s.sd ? number(*s.sd) : "", std::to_string(s.same_sign)};

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <set>
 #include <stdexcept>
 
 #include <torch/torch.h>
@@ -18,6 +19,8 @@ std::vector<int64_t> checked_layers(const RetentionOptions& o, int64_t n_layer) 
   std::vector<int64_t> layers = o.layers;
   if (layers.empty())
     for (int64_t l = 1; l <= n_layer; ++l) layers.push_back(l);
+  if (std::set<int64_t>(layers.begin(), layers.end()).size() != layers.size())
+    throw std::invalid_argument("retention layers name a layer twice");
   for (int64_t l : layers)
     if (l < 1 || l > n_layer)
       throw std::invalid_argument("retention layer " + std::to_string(l) + " outside [1, " + std::to_string(n_layer) +

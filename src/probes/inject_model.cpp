@@ -39,6 +39,8 @@ void check_inject_options(const GPTImpl& model, const InjectOptions& o) {
     throw std::invalid_argument("junk kind gate_direction needs a projection gate (proj_gate, combo2, or renorm with "
                                 "routing_gate: projection); arm '" + model.arm().name + "' has " +
                                 (model.arm().gate == GateKind::none ? "no gate" : "a " + to_string(model.arm().gate) + " gate"));
+  if (std::set<int64_t>(o.layers.begin(), o.layers.end()).size() != o.layers.size())
+    throw std::invalid_argument("--layers names a layer twice");
   for (int64_t l : o.layers)
     if (l < 0 || l >= model.config().n_layer)
       throw std::invalid_argument("layer " + std::to_string(l) + " out of range: the model has layers 0.." +

@@ -116,7 +116,8 @@ void add_ablate_command(CLI::App& app) {
   cmd->add_option("--data", args->probe.data, "Validation shard glob (default: the run's data.val)");
   cmd->add_option("--batch", args->batch, "Which validation batch (index)")->capture_default_str();
   cmd->add_option("--batch-size", args->probe.batch_size, "Sequences per batch")->capture_default_str();
-  cmd->add_option("--seq-len", args->probe.seq_len, "Tokens per sequence (default: the run's train.seq_len)");
+  cmd->add_option("--seq-len", args->probe.seq_len, "Tokens per sequence (default: the run's train.seq_len)")
+      ->check(positive());
   cmd->add_option("--ceiling-shift", args->ceiling.shift, "Ceiling: relative rms increase")->capture_default_str();
   cmd->add_option("--ceiling-top", args->ceiling.top, "Ceiling: size of the proportionally grown top set")->capture_default_str();
   cmd->add_option("--ceiling-random", args->ceiling.random_k, "Ceiling: random channels outside the top set (0 = none)")

@@ -62,10 +62,10 @@ void add_activations_command(CLI::App& app) {
       ->required()->expected(1, -1)->check(CLI::ExistingDirectory);
   cmd->add_option("--out", args->out, "Directory for activations.json, *.csv and the PNGs")->required();
   cmd->add_option("--sequences", args->scan.sequences, "Probe batch: the first N validation sequences")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(positive())->capture_default_str();
   cmd->add_option("--val", args->scan.val, "Validation shard glob (default: each run's data.val)");
   cmd->add_option("--top-k", args->scan.top_k, "Channels listed per state and compared across seeds")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(positive())->capture_default_str();
   cmd->add_option("--layer", args->scan.layer,
                   "Layer of the step x channel heatmap and the tokens x channels map (-1: the layer of the largest "
                   "final peak)")->capture_default_str();
@@ -75,7 +75,12 @@ void add_activations_command(CLI::App& app) {
   cmd->add_option("--python", args->python, "Python with matplotlib (default: $ATTNLAB_VENV/bin/python)");
   cmd->add_option("--plot-script", args->plot_script, "Path of tools/plot_activations.py (default: found from the build)");
   cmd->callback([args] {
-    std::vector<fs::path> dirs(args->runs.begin(), args->runs.end());
+    std::vector<fs::path> dirs;
+    for (const auto& run : args->runs) {
+      for (const auto& seen : dirs)
+        if (fs::equivalent(seen, run)) throw std::invalid_argument("--runs names " + run + " twice");
+      dirs.emplace_back(run);
+    }
     const auto report = activations_report(dirs, args->scan);
     const fs::path out(args->out);
     write_files(report, out);

@@ -25,9 +25,10 @@ void add_eval_command(CLI::App& app) {
       ->required();
   cmd->add_option("--data", args->data, "Glob of llm.c-format shards to evaluate on")->required();
   cmd->add_option("--tokens", args->tokens, "Tokens to evaluate (first N of the shards)")->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--batch-size", args->batch_size, "Sequences per batch")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--seq-len", args->seq_len, "Sequence length (default: the run's train.seq_len, else block_size)");
+      ->check(positive());
+  cmd->add_option("--batch-size", args->batch_size, "Sequences per batch")->capture_default_str()->check(positive());
+  cmd->add_option("--seq-len", args->seq_len, "Sequence length (default: the run's train.seq_len, else block_size)")
+      ->check(positive());
   cmd->add_option("--device", args->device, "auto | cpu | cuda")->capture_default_str();
   cmd->callback([args] {
     std::vector<std::string> warnings;

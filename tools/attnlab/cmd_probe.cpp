@@ -22,9 +22,10 @@ void add_common(CLI::App* cmd, CommonArgs& a) {
   cmd->add_option("--checkpoint", a.checkpoint, "Run directory (newest good checkpoint), checkpoint directory or model.safetensors")
       ->required();
   cmd->add_option("--data", a.data, "Glob of llm.c-format val shards (default: the run's data.val)");
-  cmd->add_option("--sequences", a.sequences, "N validation sequences")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--length", a.length, "T tokens per sequence (default: the run's train.seq_len)");
-  cmd->add_option("--batch-size", a.batch_size, "Sequences per forward pass")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--sequences", a.sequences, "N validation sequences")->capture_default_str()->check(positive());
+  cmd->add_option("--length", a.length, "T tokens per sequence (default: the run's train.seq_len)")
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 20).description("at least 2: a first key and a query after it"));
+  cmd->add_option("--batch-size", a.batch_size, "Sequences per forward pass")->capture_default_str()->check(positive());
   cmd->add_option("--device", a.device, "auto | cpu | cuda")->capture_default_str();
   cmd->add_option("--out", a.out, "Output directory (default: <run>/probes, else ./probes)");
 }
@@ -83,7 +84,7 @@ void add_probe_command(CLI::App& app) {
                                           "gates per layer and head of a checkpoint (SPEC section 4)");
   add_common(cmd, *args);
   cmd->add_option("--seed", args->seed, "Draw N windows of the val shards with this seed (default: the first N sequences)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->callback([args] {
     auto data = data_of(*args);
     if (args->seed >= 0) data.seed = uint64_t(args->seed);

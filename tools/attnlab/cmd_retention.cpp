@@ -69,11 +69,13 @@ void add_retention_command(CLI::App& app) {
   cmd->add_option("--data", args->probe.data, "Validation shard glob (default: the run's data.val)");
   cmd->add_option("--batches", args->probe.batches, "Validation batches the gradient is averaged over")->capture_default_str();
   cmd->add_option("--batch-size", args->probe.batch_size, "Sequences per batch")->capture_default_str();
-  cmd->add_option("--seq-len", args->probe.seq_len, "Tokens per sequence (default: the run's train.seq_len)");
+  cmd->add_option("--seq-len", args->probe.seq_len, "Tokens per sequence (default: the run's train.seq_len)")
+      ->check(positive());
   cmd->add_option("--layers", args->layers, "Residual layers L in [1, n_layer] (default: all)")->delimiter(',');
   cmd->add_option("--top-k", args->top_k, "Channels per layer: the top k by mean |x_c| at the sink; 0 = all")
       ->capture_default_str();
   cmd->add_option("--position", args->position, "Position whose |x_c| ranks the channels (0: the sink token)")
+      ->check(non_negative())
       ->capture_default_str();
   cmd->add_option("--device", args->probe.device, "auto | cpu | cuda")->capture_default_str();
   cmd->callback([args] {

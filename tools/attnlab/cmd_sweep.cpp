@@ -51,7 +51,7 @@ void add_sweep_command(CLI::App& app) {
                                           "re-running finishes an interrupted sweep");
   cmd->add_option("--config", args->config, "Sweep file (configs/sweeps/*.yaml; docs/sweeps.md)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--workers", args->workers, "Concurrent runs (default: cores / threads_per_run, or one per GPU)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->add_option("--gpus", args->gpus, "GPUs to share among workers (default: every visible GPU unless runs use the CPU)");
   cmd->add_flag("--dry-run", args->dry_run, "List the runs and their state; write nothing");
   cmd->add_option("--emit", args->emit, "Write a scheduler script instead of running: slurm")->check(CLI::IsMember({"slurm"}));

@@ -4,7 +4,31 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string>
+
 namespace attnlab::cli {
+
+/// A number check for options. CLI11's PositiveNumber / NonNegativeNumber name their range as a
+/// double printed in 300 digits; this one says "must be > 0, got '0'" and refuses non-numbers.
+inline CLI::Validator number_at_least(double low, bool strict) {
+  const std::string want = std::string(strict ? "> " : ">= ") + (low == 0 ? "0" : std::to_string(low));
+  return CLI::Validator(
+      [low, strict, want](std::string& text) -> std::string {
+        double v = 0;
+        size_t used = 0;
+        try {
+          v = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != text.size()) return "'" + text + "' is not a number";
+        if (strict ? !(v > low) : !(v >= low)) return "must be " + want + ", got '" + text + "'";
+        return "";
+      },
+      want);
+}
+inline CLI::Validator positive() { return number_at_least(0, true); }
+inline CLI::Validator non_negative() { return number_at_least(0, false); }
 
 void add_arms_command(CLI::App& app);
 void add_config_command(CLI::App& app);

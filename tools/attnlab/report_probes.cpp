@@ -1,5 +1,7 @@
 #include "report_probes.h"
 
+#include "commands.h"
+
 #include <fstream>
 #include <iostream>
 
@@ -14,7 +16,7 @@ void add_probe_report_flags(CLI::App* cmd, ProbeReportOptions& o) {
   cmd->add_flag("--inject", o.inject, "Also inject junk into every finished run (dose-response per arm and junk kind; "
                                       "cached in <run>/probes)");
   cmd->add_option("--probe-sequences", o.data.sequences, "N validation sequences per probe / injection")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(positive());
   cmd->add_option("--probe-length", o.data.length, "T tokens per sequence (default: each run's train.seq_len)");
   cmd->add_option("--probe-data", o.data_pattern, "Val shards for probes (default: each run's data.val)");
   cmd->add_option("--inject-eps", o.eps, "Doses")->delimiter(',')->capture_default_str();
@@ -33,9 +35,17 @@ void run_probe_report(const SweepReport& report, const ProbeReportOptions& o, co
   std::cout << "\n" << markdown;
   std::cout.flush();
   std::cerr << fmt::format("attnlab report: wrote probes.md and probes.json to {}\n", out.string());
-  if (!plots) return;
-  if (const int code = render_probe_plots(python, script_dir / "plot_probes.py", out / "probes.json", out))
-    throw std::runtime_error(fmt::format("plots: plot_probes.py exited with {}", code));
+  if (plots)
+    if (const int code = render_probe_plots(python, script_dir / "plot_probes.py", out / "probes.json", out))
+      throw std::runtime_error(fmt::format("plots: plot_probes.py exited with {}", code));
+  // A run that could not be probed is in the tables as such; the exit status says so too.
+  int failed = 0;
+  std::string first;
+  for (const auto& run : results["runs"])
+    if (run.contains("error") && failed++ == 0) first = run["name"].get<std::string>() + ": " + run["error"].get<std::string>();
+  if (failed > 0)
+    throw std::runtime_error(fmt::format("probes failed for {} of {} finished runs (first: {})", failed,
+                                         results["runs"].size(), first));
 }
 
 }  // namespace attnlab::cli

@@ -41,7 +41,7 @@ std::string markdown(const nlohmann::json& doc, const AblationResult& r, const C
   const auto& p = doc["provenance"];
   std::string out = fmt::format(
       "# Ablation at the sink\n\n{} (step {}, arm {}, seed {}); batch {} of {} x {} tokens of {}.\n"
-      "Layer {} (residual after block {}; 0 = embedding output), position {}, mode {}, channels {} = {}.\n\n"
+      "Layer {} (the residual stream after {} blocks; 0 = the embedding output), position {}, mode {}, channels {} = {}.\n\n"
       "| pass | loss (nats/token) | rms(x) | grad norm | rms x grad norm |\n|---|---|---|---|---|\n",
       p["checkpoint"].get<std::string>(), p["step"].get<int64_t>(), p["arm"].get<std::string>(), p["seed"].dump(),
       doc["batch"].get<int64_t>(), p["batch_size"].get<int64_t>(), p["seq_len"].get<int64_t>(),

@@ -37,9 +37,4 @@ nlohmann::json collect_probe_results(const SweepReport& report, const ProbeRepor
 /// paper's scale.
 std::string probe_tables_markdown(const nlohmann::json& results, bool compare_paper);
 
-/// Runs `python script probes.json --out out_dir` (tools/plot_probes.py: first-key-mass heatmaps,
-/// dose-response curves) and returns its exit code.
-int render_probe_plots(const std::filesystem::path& python, const std::filesystem::path& script,
-                       const std::filesystem::path& probes_json, const std::filesystem::path& out_dir);
-
 }  // namespace attnlab

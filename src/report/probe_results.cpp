@@ -3,7 +3,6 @@
 
 #include "attnlab/arm.h"
 #include "attnlab/probe_report.h"
-#include "sweep/child_process.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;
@@ -59,14 +58,6 @@ nlohmann::json collect_probe_results(const SweepReport& report, const ProbeRepor
   for (const auto& run : report.runs)
     if (run.finished()) runs.push_back(run_entry(report, run, o));
   return {{"runs", runs}, {"eps", o.eps}, {"seed", o.seed}};
-}
-
-int render_probe_plots(const fs::path& python, const fs::path& script, const fs::path& probes_json,
-                       const fs::path& out_dir) {
-  if (python.empty() || !fs::exists(python))
-    throw std::runtime_error("plots: no Python at '" + python.string() + "'; run scripts/setup.sh or pass --python");
-  if (!fs::exists(script)) throw std::runtime_error("plots: plotting script '" + script.string() + "' not found");
-  return process::wait_exit(process::spawn(python, {script.string(), probes_json.string(), "--out", out_dir.string()}));
 }
 
 }  // namespace attnlab

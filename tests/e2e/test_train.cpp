@@ -82,6 +82,15 @@ class TrainTest : public ::testing::Test {
     }
     return "no error";
   }
+  // Trains run "a" for 6 of its 12 steps and returns the options that branch from it.
+  TrainOptions branch_of_run_stopped_at_6() {
+    TrainOptions stop;
+    stop.stop_after_steps = 6;
+    train(config("a"), stop);
+    TrainOptions branch;
+    branch.branch_from = dir_ / "a";
+    return branch;
+  }
   fs::path dir_;
 };
 
@@ -180,11 +189,7 @@ TEST_F(TrainTest, MissingShardsNameThePattern) {
 }
 
 TEST_F(TrainTest, RefusedBranchLeavesNoDirectoryAndTheCorrectedRetryRuns) {
-  TrainOptions stop;
-  stop.stop_after_steps = 6;
-  train(config("a"), stop);
-  TrainOptions branch;
-  branch.branch_from = dir_ / "a";
+  const TrainOptions branch = branch_of_run_stopped_at_6();
   // The source's model is combo2: a sink_logit branch of it is refused, naming the arm.
   const auto msg = error_of<std::exception>([&] { train(config("b", {"model.arm=sink_logit"}), branch); });
   EXPECT_NE(msg.find("arm"), std::string::npos) << msg;
@@ -197,11 +202,7 @@ TEST_F(TrainTest, RefusedBranchLeavesNoDirectoryAndTheCorrectedRetryRuns) {
 }
 
 TEST_F(TrainTest, BranchRunStartsFromTheCheckpointAndRecordsItsParent) {
-  TrainOptions stop;
-  stop.stop_after_steps = 6;
-  train(config("a"), stop);
-  TrainOptions branch;
-  branch.branch_from = dir_ / "a";
+  const TrainOptions branch = branch_of_run_stopped_at_6();
   const auto result = train(config("b", {"optim.weight_decay=0"}), branch);
   EXPECT_EQ(result.status, TrainStatus::finished);
   EXPECT_EQ(metrics(dir_ / "b").front()["step"], 7);

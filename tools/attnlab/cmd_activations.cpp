@@ -87,11 +87,7 @@ void add_activations_command(CLI::App& app) {
     print_summary(report);
     std::cout.flush();
     std::cerr << fmt::format("attnlab activations: wrote activations.json and CSV files to {}\n", out.string());
-    if (!args->plots) return;
-    const fs::path python = args->python.empty() ? venv_python() : fs::path(args->python);
-    const fs::path script = args->plot_script.empty() ? source_tool("plot_activations.py") : fs::path(args->plot_script);
-    if (const int code = render_plots(python, script, out / "activations.json", out))
-      throw std::runtime_error(fmt::format("plots: {} exited with {}", script.string(), code));
+    if (args->plots) draw_plots(args->python, args->plot_script, "plot_activations.py", out / "activations.json", out);
   });
 }
 

@@ -54,13 +54,8 @@ void add_report_command(CLI::App& app) {
     print(report, args->format);
     std::cout.flush();  // the table first, then the note on stderr
     std::cerr << fmt::format("attnlab report: wrote report.md, report.json and CSV files to {}\n", out.string());
-    run_probe_report(report, args->probes, out, args->plots, args->python.empty() ? venv_python() : fs::path(args->python),
-                     (args->plot_script.empty() ? source_tool("plot_report.py") : fs::path(args->plot_script)).parent_path());
-    if (!args->plots) return;
-    const fs::path python = args->python.empty() ? venv_python() : fs::path(args->python);
-    const fs::path script = args->plot_script.empty() ? source_tool("plot_report.py") : fs::path(args->plot_script);
-    if (const int code = render_plots(python, script, out / "report.json", out))
-      throw std::runtime_error(fmt::format("plots: {} exited with {}", script.string(), code));
+    if (args->plots) draw_plots(args->python, args->plot_script, "plot_report.py", out / "report.json", out);
+    run_probe_report(report, args->probes, out, args->plots, args->python);
   });
 }
 

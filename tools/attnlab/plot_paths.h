@@ -6,6 +6,10 @@
 #include <fstream>
 #include <string>
 
+#include <fmt/format.h>
+
+#include "attnlab/report.h"
+
 namespace attnlab::cli {
 
 /// The venv scripts/setup.sh makes (exported as ATTNLAB_VENV), else ~/.cache/attnlab/venv, else python3.
@@ -25,6 +29,17 @@ inline std::filesystem::path source_tool(const std::string& name) {
   for (std::string line; std::getline(cache, line);)
     if (line.rfind(key, 0) == 0) return std::filesystem::path(line.substr(key.size())) / "tools" / name;
   return build_dir.parent_path() / "tools" / name;
+}
+
+/// Draws the PNGs of `json` into `out` with tools/<default_script> (or `script`) run by the venv's
+/// Python (or `python`); empty strings take the defaults. Throws std::runtime_error when Python,
+/// matplotlib or the script is missing, or the script fails (report.h render_plots).
+inline void draw_plots(const std::string& python, const std::string& script, const std::string& default_script,
+                       const std::filesystem::path& json, const std::filesystem::path& out) {
+  const std::filesystem::path py = python.empty() ? venv_python() : std::filesystem::path(python);
+  const std::filesystem::path tool = script.empty() ? source_tool(default_script) : std::filesystem::path(script);
+  if (const int code = render_plots(py, tool, json, out))
+    throw std::runtime_error(fmt::format("plots: {} exited with {}", tool.string(), code));
 }
 
 }  // namespace attnlab::cli

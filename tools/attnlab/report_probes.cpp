@@ -1,6 +1,7 @@
 #include "report_probes.h"
 
 #include "commands.h"
+#include "plot_paths.h"
 
 #include <fstream>
 #include <iostream>
@@ -25,7 +26,7 @@ void add_probe_report_flags(CLI::App* cmd, ProbeReportOptions& o) {
 }
 
 void run_probe_report(const SweepReport& report, const ProbeReportOptions& o, const fs::path& out, bool plots,
-                      const fs::path& python, const fs::path& script_dir) {
+                      const std::string& python) {
   if (!o.probes && !o.inject) return;
   const auto results = collect_probe_results(report, o);
   const auto markdown = probe_tables_markdown(results, report.compare_paper);
@@ -35,9 +36,7 @@ void run_probe_report(const SweepReport& report, const ProbeReportOptions& o, co
   std::cout << "\n" << markdown;
   std::cout.flush();
   std::cerr << fmt::format("attnlab report: wrote probes.md and probes.json to {}\n", out.string());
-  if (plots)
-    if (const int code = render_probe_plots(python, script_dir / "plot_probes.py", out / "probes.json", out))
-      throw std::runtime_error(fmt::format("plots: plot_probes.py exited with {}", code));
+  if (plots) draw_plots(python, "", "plot_probes.py", out / "probes.json", out);
   // A run that could not be probed is in the tables as such; the exit status says so too.
   int failed = 0;
   std::string first;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -16,8 +17,9 @@ void add_probe_report_flags(CLI::App* cmd, ProbeReportOptions& options);
 
 /// When options.probes or options.inject: collects (or reuses) every finished run's results, prints
 /// the tables, writes probes.md and probes.json into `out`, and with `plots` draws the PNGs with
-/// `script_dir`/plot_probes.py. Throws std::runtime_error when the plot script fails.
+/// tools/plot_probes.py run by `python` (empty: the venv's). Throws std::runtime_error when the plot
+/// script fails or a run could not be probed.
 void run_probe_report(const SweepReport& report, const ProbeReportOptions& options, const std::filesystem::path& out,
-                      bool plots, const std::filesystem::path& python, const std::filesystem::path& script_dir);
+                      bool plots, const std::string& python);
 
 }  // namespace attnlab::cli

@@ -24,11 +24,7 @@ void run_wd_report(const fs::path& sweep_dir, const fs::path& out, bool plots, c
   std::cout << markdown;
   std::cout.flush();
   std::cerr << fmt::format("attnlab report --wd: wrote wd.md, wd.json, wd_runs.csv and wd_fits.csv to {}\n", out.string());
-  if (!plots) return;
-  const fs::path py = python.empty() ? venv_python() : fs::path(python);
-  const fs::path script = source_tool("plot_activations.py");
-  if (const int code = render_plots(py, script, out / "wd.json", out))
-    throw std::runtime_error(fmt::format("plots: {} exited with {}", script.string(), code));
+  if (plots) draw_plots(python, "", "plot_activations.py", out / "wd.json", out);
 }
 
 }  // namespace attnlab::cli

@@ -47,15 +47,17 @@ BatchSampler::BatchSampler(std::shared_ptr<const ShardSet> train, BatchSamplerOp
   }
 }
 
-int64_t BatchSampler::window_offset(int64_t step, int64_t micro_step, int64_t rank, int64_t row) const {
-  uint64_t key = splitmix64(options_.seed ^ kDomain);
-  key = mix(mix(mix(mix(key, step), micro_step), rank), row);
+int64_t BatchSampler::window_offset(int64_t step, int64_t index) const {
+  const uint64_t key = mix(mix(splitmix64(options_.seed ^ kDomain), step), index);
   return uniform_below(key, num_windows_);
 }
 
-Batch BatchSampler::batch(int64_t step, int64_t micro_step, int64_t rank) const {
+Batch BatchSampler::batch(int64_t step, int64_t first) const {
+  if (step < 0 || first < 0) {
+    throw std::invalid_argument(fmt::format("batch: step {} and first sequence {} must be >= 0", step, first));
+  }
   std::vector<int64_t> starts(options_.batch_size);
-  for (int64_t r = 0; r < options_.batch_size; ++r) starts[r] = window_offset(step, micro_step, rank, r);
+  for (int64_t r = 0; r < options_.batch_size; ++r) starts[r] = window_offset(step, first + r);
   return windows_to_batch(*train_, starts, options_.seq_len);
 }
 

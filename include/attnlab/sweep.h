@@ -88,6 +88,9 @@ struct SweepOptions {
   std::filesystem::path executable;  ///< the attnlab binary the workers run (the CLI: /proc/self/exe)
   int64_t workers = 0;               ///< concurrent runs; 0 = default_workers()
   int64_t gpus = 0;                  ///< > 0: worker slot k gets CUDA_VISIBLE_DEVICES = k-th device
+  /// > 1: each run is a data-parallel job of this many ranks (`train --nproc`, docs/distributed.md):
+  /// worker slot k gets the k-th disjoint set of gpus_per_run devices.
+  int64_t gpus_per_run = 1;
   std::function<void(const std::string&)> log;  ///< progress lines (default: spdlog info)
 };
 
@@ -100,8 +103,8 @@ struct SweepOutcome {
   int exit_code() const;  ///< 0 all done, 128 + signal when stopped, 1 when a run failed
 };
 
-/// max(1, cores / threads per run), or the GPU count when `gpus` > 0: workers that fit the machine.
-int64_t default_workers(const std::vector<SweepRun>& runs, int64_t gpus);
+/// max(1, cores / threads per run), or gpus / gpus_per_run when `gpus` > 0: workers that fit the machine.
+int64_t default_workers(const std::vector<SweepRun>& runs, int64_t gpus, int64_t gpus_per_run = 1);
 
 /// Runs every unfinished run with `workers` concurrent child processes (`executable train ...`,
 /// output appended to <out>/logs/<name with '/' as '_'>.log), skipping finished ones; an
@@ -111,10 +114,25 @@ int64_t default_workers(const std::vector<SweepRun>& runs, int64_t gpus);
 /// Throws SweepError when `executable` does not exist or another sweep holds <out>/sweep.lock.
 SweepOutcome run_sweep(const SweepSpec& spec, const std::vector<SweepRun>& runs, const SweepOptions& options);
 
+/// Slurm's default MaxArraySize is 1001: an array's highest task index may be at most 1000.
+constexpr int64_t kSlurmMaxArrayIndex = 1000;
+
+/// The resources of each run's Slurm task.
+struct SlurmLayout {
+  /// 0: one process per run (GPUs through the sweep file's `slurm:` lines). > 0: a data-parallel job
+  /// of `gpus_per_node` ranks on each of `nodes` nodes, one srun task per GPU with torchrun's
+  /// variables set from Slurm's (docs/distributed.md).
+  int64_t gpus_per_node = 0;
+  int64_t nodes = 1;
+};
+
 /// Writes <out>/slurm/<name>.sbatch: a job array with one task per run (in manifest order) that runs
 /// the same `executable train ...` command, requeues itself when interrupted (--requeue, and a USR1
-/// sent before the time limit), and so resumes from the last checkpoint. Returns the script's path.
-std::filesystem::path emit_slurm(const SweepSpec& spec, const std::vector<SweepRun>& runs,
-                                 const std::filesystem::path& executable);
+/// sent before the time limit), and so resumes from the last checkpoint. A grid of more than
+/// kSlurmMaxArrayIndex + 1 runs is split into <name>.part<i>.sbatch files of at most 1000 tasks each
+/// (task k of part i runs run 1000 i + k). Returns the scripts' paths, in run order. Throws
+/// SweepError for an empty grid or a layout with nodes < 1 or gpus_per_node < 0.
+std::vector<std::filesystem::path> emit_slurm(const SweepSpec& spec, const std::vector<SweepRun>& runs,
+                                              const std::filesystem::path& executable, const SlurmLayout& layout = {});
 
 }  // namespace attnlab

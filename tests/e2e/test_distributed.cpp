@@ -99,11 +99,16 @@ class DistributedTrain : public testing::MicroRuns {
 };
 
 // The data order is a function of (step, index in the global batch): 8 x 1 and 2 x 4 micro-batches
-// train on the same sequences, so only float rounding separates them.
+// train on the same sequences, so only float rounding separates them. Losses, gradient norms and
+// validation losses agree to 1e-6. The weights agree to 1e-4 (lr / 30): micro-batches of another size
+// run GEMMs of other shapes, whose fp32 sums round differently; where a weight's gradient is a
+// near-cancelling sum, small next to its terms, that rounding is a large fraction of it, and AdamW's
+// normalisation m / (sqrt(v) + eps) turns it into a visible fraction of lr (up to 1.5e-5 seen after
+// 4 steps at lr 3e-3). The two-rank test below, whose ranks run the same shapes, agrees to 1e-6.
 TEST_F(DistributedTrain, MicroBatchSplitDoesNotChangeTheRun) {
   train(config("whole", {"train.batch_size=8"}));
   train(config("quarters", {"train.batch_size=2"}));
-  expect_same_run(run("whole"), run("quarters"), 4);
+  expect_same_run(run("whole"), run("quarters"), 4, 1e-6, 1e-4);
   // Not trivially equal: the gradient norms change from step to step.
   const auto m = testing::metrics_of(run("whole"));
   EXPECT_NE(m[0]["grad_norm"].get<double>(), m[1]["grad_norm"].get<double>());
@@ -153,7 +158,7 @@ TEST_F(DistributedTrain, KilledRankEndsTheJobWithAnErrorAndARestartResumes) {
   EXPECT_NE(code, -1) << "rank 0 hung after its peer died";
   EXPECT_LT(seconds, 60.0);  // detected through the closed connection, not the 600 s timeout
   EXPECT_NE(log.find("rank 0 of 2:"), std::string::npos) << log;
-  EXPECT_NE(log.find("another rank has most likely exited"), std::string::npos) << log;
+  EXPECT_NE(log.find("Another rank has most likely exited"), std::string::npos) << log;
 
   const auto newest = list_checkpoints(run("job")).back().step;
   ASSERT_EQ(run_cli(train_args("job", {"--set", "train.max_steps=100000", "--set", "eval.every=100000", "--nproc", "2",

@@ -62,7 +62,8 @@ TEST_F(NcclTrain, OneNcclRankTrainsLikeOneProcess) {
 TEST_F(NcclTrain, MicroBatchSplitDoesNotChangeTheRunOnTheDevice) {
   train(gpu_config("whole", {"train.batch_size=8"}));
   train(gpu_config("quarters", {"train.batch_size=2"}));
-  expect_same_run(run("whole"), run("quarters"), 4, 1e-5);  // GEMMs of other shapes may round otherwise
+  // GEMMs of other shapes round otherwise; weights as in the CPU test (tests/e2e/test_distributed.cpp).
+  expect_same_run(run("whole"), run("quarters"), 4, 1e-5, 1e-4);
 }
 
 }  // namespace

@@ -6,9 +6,6 @@
 
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -22,6 +19,7 @@
 
 #include "attnlab/checkpoint.h"
 #include "attnlab/run_config.h"
+#include "unit/process_env.h"
 
 namespace attnlab::testing {
 
@@ -51,19 +49,6 @@ inline std::vector<nlohmann::json> metrics_of(const fs::path& run) {
   std::ifstream in(run / "metrics.jsonl");
   for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
   return lines;
-}
-
-// A TCP port nobody listens on now (the kernel's choice), for a rank that serves its own store.
-inline int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
 }
 
 class MicroRuns : public ::testing::Test {

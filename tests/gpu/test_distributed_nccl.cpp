@@ -4,10 +4,6 @@
 // compared is rounding, not bf16's coarser steps. Skipped without a CUDA device.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <map>
-#include <optional>
-
 #include <torch/cuda.h>
 
 #include "attnlab/trainer.h"
@@ -28,31 +24,16 @@ class NcclTrain : public testing::MicroRuns {
   }
 };
 
-// torchrun's variables for a job of one rank, set for the scope (restored after).
-class OneRankJob {
- public:
-  OneRankJob() {
-    const std::string port = std::to_string(testing::free_port());
-    set("RANK", "0"), set("WORLD_SIZE", "1"), set("LOCAL_RANK", "0"), set("MASTER_ADDR", "127.0.0.1"),
-        set("MASTER_PORT", port);
-  }
-  ~OneRankJob() {
-    for (const auto& [name, old] : saved_) old ? setenv(name.c_str(), old->c_str(), 1) : unsetenv(name.c_str());
-  }
-
- private:
-  void set(const std::string& name, const std::string& value) {
-    const char* old = std::getenv(name.c_str());
-    saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
-    setenv(name.c_str(), value.c_str(), 1);
-  }
-  std::map<std::string, std::optional<std::string>> saved_;
-};
+// torchrun's variables for a job of one rank (restored after).
+testing::ScopedEnv one_rank_job() {
+  return testing::ScopedEnv({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "127.0.0.1"},
+                             {"MASTER_PORT", std::to_string(testing::free_port())}});
+}
 
 TEST_F(NcclTrain, OneNcclRankTrainsLikeOneProcess) {
   train(gpu_config("plain"));
   {
-    OneRankJob job;
+    const auto job = one_rank_job();
     train(gpu_config("nccl"));
   }
   expect_same_run(run("plain"), run("nccl"), 4);

@@ -3,48 +3,28 @@
 // backward passes do (division by a world size of 1) and skip the all-reduce until asked.
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <cstdlib>
 #include <map>
+#include <optional>
 
 #include <torch/torch.h>
 
 #include "attnlab/distributed.h"
 #include "attnlab/run_config.h"
+#include "unit/process_env.h"
 
 namespace attnlab {
 namespace {
 
 using dist::DistributedError;
 
-// Sets the given variables (nullptr: unset) for one test and restores the old values after.
-class ScopedEnv {
- public:
-  explicit ScopedEnv(const std::map<std::string, const char*>& vars) {
-    for (const auto& [name, value] : vars) {
-      const char* old = std::getenv(name.c_str());
-      saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
-      value ? setenv(name.c_str(), value, 1) : unsetenv(name.c_str());
-    }
-  }
-  ~ScopedEnv() {
-    for (const auto& [name, value] : saved_) value ? setenv(name.c_str(), value->c_str(), 1) : unsetenv(name.c_str());
-  }
+using Vars = std::map<std::string, std::optional<std::string>>;
+using testing::ScopedEnv;
 
- private:
-  std::map<std::string, std::optional<std::string>> saved_;
-};
+const Vars kNoJob = {{"RANK", std::nullopt}, {"WORLD_SIZE", std::nullopt}, {"LOCAL_RANK", std::nullopt},
+                     {"MASTER_ADDR", std::nullopt}, {"MASTER_PORT", std::nullopt},
+                     {"TORCHELASTIC_USE_AGENT_STORE", std::nullopt}, {"TORCHELASTIC_RESTART_COUNT", std::nullopt}};
 
-const std::map<std::string, const char*> kNoJob = {{"RANK", nullptr}, {"WORLD_SIZE", nullptr}, {"LOCAL_RANK", nullptr},
-                                                   {"MASTER_ADDR", nullptr}, {"MASTER_PORT", nullptr},
-                                                   {"TORCHELASTIC_USE_AGENT_STORE", nullptr},
-                                                   {"TORCHELASTIC_RESTART_COUNT", nullptr}};
-
-std::map<std::string, const char*> job(std::map<std::string, const char*> vars) {
+Vars job(const Vars& vars) {
   auto all = kNoJob;
   for (const auto& [k, v] : vars) all[k] = v;
   return all;
@@ -127,23 +107,11 @@ TEST(DataParallel, AWorldOfOneIsTheIdentity) {
   EXPECT_EQ(dp.max(7), 7);
 }
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 // A Gloo job of one rank runs every c10d path (store, backend, Reducer) without a second process.
 TEST(DataParallel, OneGlooRankReducesExactlyAndOnlyWhenAsked) {
   dist::LaunchEnv env;
   env.master_addr = "127.0.0.1";
-  env.master_port = free_port();
+  env.master_port = testing::free_port();
   c10::Device device(c10::kCPU);
   dist::DataParallel dp(env, device, std::chrono::seconds(30));
   ASSERT_TRUE(dp.joined());

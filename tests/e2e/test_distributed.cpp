@@ -100,7 +100,9 @@ class DistributedTrain : public testing::MicroRuns {
 
 // The data order is a function of (step, index in the global batch): 8 x 1 and 2 x 4 micro-batches
 // train on the same sequences, so only float rounding separates them. Losses, gradient norms and
-// validation losses agree to 1e-6. The weights agree to 1e-4 (lr / 30): micro-batches of another size
+// validation losses agree to 4e-6: a loss near 8 nats is an fp32 mean whose last bit is 9.5e-7, and
+// means over micro-batches of another size round otherwise (1.4e-6 apart, and gradient norms 2.4e-7,
+// at the demo's first step). The weights agree to 1e-4 (lr / 30): micro-batches of another size
 // run GEMMs of other shapes, whose fp32 sums round differently; where a weight's gradient is a
 // near-cancelling sum, small next to its terms, that rounding is a large fraction of it, and AdamW's
 // normalisation m / (sqrt(v) + eps) turns it into a visible fraction of lr (up to 1.5e-5 seen after
@@ -108,7 +110,7 @@ class DistributedTrain : public testing::MicroRuns {
 TEST_F(DistributedTrain, MicroBatchSplitDoesNotChangeTheRun) {
   train(config("whole", {"train.batch_size=8"}));
   train(config("quarters", {"train.batch_size=2"}));
-  expect_same_run(run("whole"), run("quarters"), 4, 1e-6, 1e-4);
+  expect_same_run(run("whole"), run("quarters"), 4, 4e-6, 1e-4);
   // Not trivially equal: the gradient norms change from step to step.
   const auto m = testing::metrics_of(run("whole"));
   EXPECT_NE(m[0]["grad_norm"].get<double>(), m[1]["grad_norm"].get<double>());

@@ -9,7 +9,7 @@
 
 #include "attnlab/version.h"
 #include "checkpoint/adamw_state.h"
-#include "checkpoint/durable_file.h"
+#include "common/durable_file.h"
 #include "checkpoint/posix_fs.h"
 #include "checkpoint/sha256.h"
 #include "checkpoint/state_json.h"

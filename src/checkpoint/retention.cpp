@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "attnlab/checkpoint.h"
-#include "checkpoint/durable_file.h"
+#include "common/durable_file.h"
 #include "checkpoint/posix_fs.h"
 #include "checkpoint/state_json.h"
 

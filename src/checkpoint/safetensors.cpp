@@ -9,7 +9,7 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/durable_file.h"
+#include "common/durable_file.h"
 #include "checkpoint/posix_fs.h"
 
 // The format is little-endian; the raw tensor bytes are copied as they lie in memory.

@@ -3,7 +3,7 @@
 #include <stdexcept>
 
 #include "attnlab/report.h"
-#include "sweep/child_process.h"
+#include "common/child_process.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;

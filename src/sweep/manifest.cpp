@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnlab/sweep.h"
-#include "train/run_dir.h"
+#include "run/run_dir.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;

@@ -19,8 +19,8 @@
 #include <spdlog/spdlog.h>
 
 #include "attnlab/sweep.h"
-#include "sweep/child_process.h"
-#include "train/signals.h"
+#include "common/child_process.h"
+#include "common/signals.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;

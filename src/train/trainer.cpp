@@ -23,8 +23,8 @@
 #include "attnlab/param_groups.h"
 #include "attnlab/shards.h"
 #include "attnlab/version.h"
-#include "train/run_dir.h"
-#include "train/signals.h"
+#include "run/run_dir.h"
+#include "common/signals.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-#include "train/run_dir.h"
+#include "run/run_dir.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -10,7 +10,7 @@
 #include "attnlab/version.h"
 #include "checkpoint/adamw_state.h"
 #include "common/durable_file.h"
-#include "checkpoint/posix_fs.h"
+#include "checkpoint/file_ops.h"
 #include "checkpoint/sha256.h"
 #include "checkpoint/state_json.h"
 

@@ -6,7 +6,7 @@
 
 #include "attnlab/checkpoint.h"
 #include "common/durable_file.h"
-#include "checkpoint/posix_fs.h"
+#include "checkpoint/file_ops.h"
 #include "checkpoint/state_json.h"
 
 namespace attnlab {

@@ -8,7 +8,6 @@
 #include <yaml-cpp/yaml.h>
 
 #include "attnlab/sweep.h"
-#include "checkpoint/posix_fs.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;
@@ -81,7 +80,10 @@ struct ScratchDir {
     if (!::mkdtemp(tmpl.data())) throw SweepError("cannot create a temporary directory in " + fs::temp_directory_path().string());
     path = tmpl;
   }
-  ~ScratchDir() { detail::remove_tree(path); }  // not fs::remove_all: libtorch.so's copy crashes (posix_fs.h)
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);  // best effort: a leftover in the temporary directory harms nothing
+  }
 };
 
 SweepRun resolve_run(const SweepSpec& spec, const Point& point, const fs::path& scratch) {

@@ -156,6 +156,7 @@ LoadedModel model_from(const LoadedCheckpoint& ckpt, const fs::path& source) {
   out.model->eval();
   out.model_config = ckpt.model_config;
   out.config = ckpt.state.config;
+  out.extra = ckpt.state.extra;
   out.step = ckpt.state.step;
   out.source = source;
   return out;

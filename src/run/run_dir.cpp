@@ -1,89 +1,113 @@
-#include "run/run_dir.h"
+#include "attnlab/run_dir.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
+#include <algorithm>
+#include <fstream>
 #include <sstream>
-#include <vector>
 
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "attnlab/trainer.h"
+#include "common/durable_file.h"
 
-namespace attnlab::run_dir {
+namespace attnlab {
 namespace fs = std::filesystem;
+namespace {
 
-bool is_budget_key(const std::string& key) { return key == "train.max_steps" || key == "train.token_budget"; }
-
-void write_atomically(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) throw TrainError(tmp.string() + ": cannot write");
-  }
-  const int fd = ::open(tmp.c_str(), O_RDONLY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-  fs::rename(tmp, path);
+bool may_change_on_resume(const std::string& key) {
+  return key == "train.max_steps" || key == "train.token_budget" || key == "out_dir" || is_observation_key(key);
 }
 
-void claim(const fs::path& dir, const RunConfig& cfg, bool must_be_new) {
-  const fs::path config_file = dir / "config.yaml";
-  if (fs::exists(config_file)) {
-    if (must_be_new) throw TrainError(dir.string() + ": already holds a run; a branch needs a new out_dir");
-    const auto existing = load_run_config(config_file);
-    std::vector<std::string> differing;
-    for (const auto& key : differing_keys(existing, cfg))
-      if (!is_budget_key(key) && !is_observation_key(key) && key != "out_dir") differing.push_back(key);
+}  // namespace
+
+std::vector<std::string> resume_incompatible_keys(const RunConfig& stored, const RunConfig& wanted) {
+  std::vector<std::string> keys;
+  for (const auto& key : differing_keys(stored, wanted))
+    if (!may_change_on_resume(key)) keys.push_back(key);
+  return keys;
+}
+
+RunDir::RunDir(fs::path dir) : dir_(std::move(dir)) {}
+
+std::optional<RunDir> RunDir::containing(const fs::path& path) {
+  if (fs::exists(path / "config.yaml") || fs::is_directory(checkpoints_dir(path))) return RunDir(path);
+  for (fs::path p = path; p.has_parent_path() && p != p.parent_path(); p = p.parent_path())
+    if (p.filename() == "checkpoints") return RunDir(p.parent_path());
+  return std::nullopt;
+}
+
+bool RunDir::claimed() const { return fs::exists(config_file()); }
+
+RunConfig RunDir::config() const {
+  if (!claimed()) throw FileError(config_file(), "missing: the directory was never claimed by `attnlab train`");
+  try {
+    return load_run_config(config_file());
+  } catch (const ConfigError& e) {
+    throw FileError(config_file(), e.what());
+  }
+}
+
+std::optional<FinalRecord> RunDir::final_record() const {
+  const fs::path file = final_file();
+  if (!fs::exists(file)) return std::nullopt;
+  std::ifstream in(file);
+  const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw FileError(file, "is not valid JSON");
+  return final_record_from_json(j, file);
+}
+
+std::vector<CheckpointInfo> RunDir::checkpoints() const { return list_checkpoints(dir_); }
+
+MetricsHistory RunDir::metrics() const {
+  return fs::exists(metrics_file()) ? read_metrics(metrics_file()) : MetricsHistory{};
+}
+
+RunWriter RunDir::claim(const RunConfig& cfg, bool must_be_new) const {
+  if (claimed()) {
+    if (must_be_new) throw FileError(dir_, "already holds a run; a branch needs a new out_dir");
+    const auto differing = resume_incompatible_keys(config(), cfg);
     if (!differing.empty()) {
       std::ostringstream msg;
-      msg << dir.string() << " belongs to another run (its config.yaml differs in:";
+      msg << "belongs to another run (its config.yaml differs in:";
       for (const auto& key : differing) msg << ' ' << key;
       msg << "); use another out_dir, or the same config to resume";
-      throw TrainError(msg.str());
+      throw FileError(dir_, msg.str());
     }
-  } else if (fs::exists(dir) && !fs::is_empty(dir)) {
-    throw TrainError(dir.string() + ": exists, holds files and no config.yaml; not an attnlab run "
-                     "directory, refusing to write into it");
+  } else if (fs::exists(dir_) && !fs::is_empty(dir_)) {
+    throw FileError(dir_, "exists, holds files and no config.yaml; not an attnlab run directory, refusing to write "
+                          "into it");
   }
-  fs::create_directories(dir);
-  write_atomically(config_file, to_yaml(cfg));
+  fs::create_directories(dir_);
+  detail::write_file_atomically(config_file(), to_yaml(cfg));
+  return RunWriter(*this);
 }
 
-MetricsLog::MetricsLog(const fs::path& path, int64_t resume_step) {
-  if (fs::exists(path)) {
-    std::ifstream in(path);
-    std::string line, kept;
-    int64_t dropped = 0;
-    while (std::getline(in, line)) {
-      if (line.empty()) continue;
-      const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (!j.is_discarded() && j.value("step", int64_t{0}) <= resume_step) {
-        kept += line + "\n";
-      } else {
-        ++dropped;
-      }
-    }
-    if (dropped > 0) {
-      if (resume_step < 0)
-        spdlog::info("metrics.jsonl: dropping {} line(s) of an earlier attempt (a fresh start)", dropped);
-      else
-        spdlog::info("metrics.jsonl: dropping {} line(s) logged after step {} (the checkpoint resumed from)",
-                     dropped, resume_step);
-      write_atomically(path, kept);
-    }
+void RunWriter::write_final(const FinalRecord& record) const {
+  detail::write_file_atomically(dir_.final_file(), to_json(record).dump(2) + "\n");
+}
+
+MetricsLog RunWriter::open_metrics(int64_t resume_step) const { return MetricsLog(dir_.metrics_file(), resume_step); }
+
+std::vector<fs::path> find_run_dirs(const fs::path& root) {
+  std::vector<fs::path> dirs;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (it->is_directory() && it->path().filename() == "checkpoints") it.disable_recursion_pending();
+    if (it->is_directory() && RunDir(it->path()).claimed()) dirs.push_back(it->path());
   }
-  out_.open(path, std::ios::app);
-  if (!out_) throw TrainError(path.string() + ": cannot open for appending");
+  if (ec) throw FileError(root, "cannot list: " + ec.message());
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
 }
 
-void MetricsLog::append(const nlohmann::json& line) {
-  out_ << line.dump() << '\n';
-  out_.flush();
+void write_outputs(const fs::path& dir, const std::map<std::string, std::string>& files) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw FileError(dir, "cannot create the output directory: " + ec.message());
+  for (const auto& [name, text] : files) {
+    detail::write_file_atomically(dir / name, text);
+    spdlog::debug("wrote {}", (dir / name).string());
+  }
 }
 
-}  // namespace attnlab::run_dir
+}  // namespace attnlab

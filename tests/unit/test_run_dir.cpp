@@ -191,6 +191,9 @@ class OpenTrained : public ::testing::Test {
     pg.emplace_back(groups.decay, std::make_unique<torch::optim::AdamWOptions>(1e-3));
     pg.emplace_back(groups.no_decay, std::make_unique<torch::optim::AdamWOptions>(1e-3));
     torch::optim::AdamW opt(pg, torch::optim::AdamWOptions(1e-3));
+    const auto idx = torch::randint(0, cfg_.model.vocab_size, {2, 4}, torch::kLong);
+    lm_loss(model->forward(idx), idx).backward();  // one step, so AdamW has moments to save
+    opt.step();
     TrainState state;
     state.step = 3;
     state.config = to_json(cfg_);

@@ -1,4 +1,4 @@
-// Sweeps (issue 4): one YAML names a base run config, a grid and an output root; it expands into
+// Sweeps: one YAML names a base run config, a grid and an output root; it expands into
 // runs with stable names, a manifest, and either local worker processes or a Slurm job array.
 // Every run is an ordinary `attnlab train --config <file> --set ...`, so a sweep adds nothing a
 // single run cannot reproduce. Format and workflow: docs/sweeps.md.
@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,6 +64,17 @@ struct SweepRun {
   std::string config_hash;             ///< config_hash(resolved), compared with final.json's
 };
 
+/// The name of one grid value in a run's variant: "<key>-<value>" with '/', ' ' and '\\' as '_'.
+std::string variant_part(const std::string& key, const std::string& value);
+/// A run's name: "<tier>/<arm>[/<variant>]/s<seed>" (the directory under the sweep's out).
+std::string sweep_run_name(const std::string& tier, const std::string& arm, const std::string& variant, uint64_t seed);
+/// The variant of the run directory `name` (relative to the sweep's out) when it has the form above
+/// for this tier, arm and seed; "" otherwise (a directory laid out by hand).
+std::string variant_of_run_name(const std::filesystem::path& name, const std::string& tier, const std::string& arm,
+                                uint64_t seed);
+/// `variant` without the part of grid key `key` (e.g. optim.weight_decay): runs that differ only there.
+std::string variant_without(const std::string& variant, const std::string& key);
+
 /// Expands the grid (the cartesian product, tier axis first in file order) into runs and resolves
 /// each run's config exactly as `attnlab train` will. Writes nothing outside a temporary directory.
 /// Throws SweepError on duplicate names, ConfigError (naming the run) on an invalid config.
@@ -80,6 +92,15 @@ std::vector<std::string> train_arguments(const SweepRun& run);
 nlohmann::json manifest_json(const SweepSpec& spec, const std::vector<SweepRun>& runs,
                              const std::vector<RunState>& states, const std::filesystem::path& executable);
 void write_manifest(const SweepSpec& spec, const nlohmann::json& manifest);
+
+/// What the report needs of one manifest entry.
+struct ManifestEntry {
+  std::string name, tier, arm, variant, config_hash;
+  uint64_t seed = 0;
+};
+/// The runs <sweep_out>/manifest.json lists, in its order; std::nullopt when there is no manifest.
+/// Throws SweepError naming the file and key when it does not parse or an entry lacks a key.
+std::optional<std::vector<ManifestEntry>> read_manifest(const std::filesystem::path& sweep_out);
 
 /// Every run's state (inspect_run against its expected config hash).
 std::vector<RunState> inspect_runs(const std::vector<SweepRun>& runs);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include "common/seed_mix.h"
 #include "config/yaml_io.h"
 
 namespace attnlab {
@@ -253,8 +254,7 @@ std::string config_hash(const RunConfig& cfg) {
   auto j = to_json(cfg);
   j.erase("out_dir");  // where a run lives is not what it computes
   j.erase("track");    // nor what it observes on the way (is_observation_key)
-  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over the canonical (sorted-key) dump
-  for (unsigned char ch : j.dump()) h = (h ^ ch) * 0x100000001b3ULL;
+  const uint64_t h = seed_mix::fnv1a(j.dump());  // over the canonical (sorted-key) dump
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   return buf;

@@ -100,13 +100,13 @@ uint64_t ValidationSet::fingerprint() const {
   constexpr int64_t kChunk = 1 << 20;  // bounded memory for a large val set
   const int64_t n = num_targets() + 1;  // tokens 0..nT
   std::vector<int64_t> tokens;
-  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over the ids as little-endian uint16
+  uint64_t h = seed_mix::kFnv1aOffset;  // FNV-1a over the ids as little-endian uint16
   for (int64_t start = 0; start < n; start += kChunk) {
     tokens.resize(std::min(kChunk, n - start));
     val_->read(start, static_cast<int64_t>(tokens.size()), tokens.data());
     for (int64_t t : tokens) {
-      h = (h ^ static_cast<uint64_t>(t & 0xff)) * 0x100000001b3ULL;
-      h = (h ^ static_cast<uint64_t>(t >> 8)) * 0x100000001b3ULL;
+      h = seed_mix::fnv1a_byte(h, static_cast<uint64_t>(t & 0xff));
+      h = seed_mix::fnv1a_byte(h, static_cast<uint64_t>(t >> 8));
     }
   }
   return h;

@@ -13,8 +13,8 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "attnlab/distributed.h"
-#include "sweep/child_process.h"
-#include "train/signals.h"
+#include "common/child_process.h"
+#include "common/signals.h"
 
 namespace attnlab::dist {
 namespace {

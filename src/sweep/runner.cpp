@@ -19,8 +19,8 @@
 #include <spdlog/spdlog.h>
 
 #include "attnlab/sweep.h"
-#include "sweep/child_process.h"
-#include "train/signals.h"
+#include "common/child_process.h"
+#include "common/signals.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;
@@ -205,7 +205,7 @@ class Pool {
     const double secs = std::chrono::duration<double>(Clock::now() - w.started).count();
     if (code == 0 && state.status == RunStatus::finished) {
       ++outcome_.finished;
-      log_(fmt::format("done  {} in {:.0f}s: val loss {:.4f}", run.name, secs, state.final_json["final_val_loss"].get<double>()));
+      log_(fmt::format("done  {} in {:.0f}s: val loss {:.4f}", run.name, secs, state.final_record->final_val_loss));
     } else if (code >= 128) {
       ++outcome_.interrupted;
       log_(fmt::format("stopped {} ({}, exit {})", run.name, describe(state), code));

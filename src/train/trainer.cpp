@@ -22,10 +22,10 @@
 #include "attnlab/init.h"
 #include "attnlab/lr_schedule.h"
 #include "attnlab/param_groups.h"
+#include "attnlab/run_dir.h"
 #include "attnlab/shards.h"
 #include "attnlab/version.h"
-#include "train/run_dir.h"
-#include "train/signals.h"
+#include "common/signals.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;
@@ -68,10 +68,22 @@ std::string format_duration(double seconds) {
   return s >= 3600 ? fmt::format("{}h{:02d}m", s / 3600, (s % 3600) / 60) : fmt::format("{}m{:02d}s", s / 60, s % 60);
 }
 
+// The run layer's errors (a foreign or damaged directory) stop a run like the trainer's own.
+template <class F>
+auto as_train_error(F&& f) {
+  try {
+    return f();
+  } catch (const FileError& e) {
+    if (dynamic_cast<const CheckpointError*>(&e)) throw;
+    throw TrainError(e.what());
+  }
+}
+
 // Everything one run holds while it trains.
 struct Session {
   const RunConfig& cfg;
   fs::path dir;
+  std::optional<RunWriter> writer;  // once the directory is claimed
   c10::Device device{c10::kCPU};
   bool autocast = false;
   GPT model{nullptr};
@@ -82,10 +94,7 @@ struct Session {
   double elapsed_before = 0.0;  // seconds spent in earlier sessions of this run
   Clock::time_point started = Clock::now();
   double peak = 0.0;
-  // Where this session's time went (seconds): the loop's overhead is everything but compute.
-  struct {
-    double data = 0, compute = 0, eval = 0, checkpoint = 0, log = 0, track = 0;
-  } time;
+  TimeSplit time;  // where this session's time went: the loop's overhead is everything but compute
   at::Tensor probe;  // the fixed activation-tracking batch [sequences, seq_len]; undefined when off
   // Data parallelism (docs/distributed.md): this process's rank, the gradient all-reduce and the
   // collectives; a world of one unless launched as a rank. Rank 0 alone writes the run directory.
@@ -118,7 +127,7 @@ void open_probe(Session& s) {
 }
 
 // One forward pass on the probe batch, logged as its own record type (SPEC section 5).
-void track_activations(Session& s, run_dir::MetricsLog& metrics) {
+void track_activations(Session& s, MetricsLog& metrics) {
   const auto t0 = Clock::now();
   const auto& t = s.cfg.track.activations;
   CaptureOptions options;
@@ -170,14 +179,12 @@ bool resume(Session& s, const TrainOptions& options) {
   auto ckpt = load_latest(s.dir, &warnings);
   if (!ckpt) return false;
   for (const auto& w : warnings) spdlog::warn("resume: {}", w);
-  std::vector<std::string> differing;
-  for (const auto& key : differing_keys(run_config_from_json(ckpt->state.config), s.cfg))
-    if (!run_dir::is_budget_key(key) && !is_observation_key(key) && key != "out_dir") differing.push_back(key);
+  const auto differing = resume_incompatible_keys(run_config_from_json(ckpt->state.config), s.cfg);
   if (!differing.empty()) {
     std::ostringstream msg;
     msg << "cannot resume " << ckpt->dir.string() << ": the config differs in";
     for (const auto& key : differing) msg << ' ' << key;
-    msg << " (only train.max_steps / train.token_budget and track.* may change)";
+    msg << " (" << kResumeRule << ")";
     throw TrainError(msg.str());
   }
   adopt(s, *ckpt);
@@ -235,29 +242,27 @@ void save(Session& s) {
 }
 
 void write_final(Session& s, double val_loss) {
-  const auto counts = count_params(s.cfg.model);
-  nlohmann::json final_json = {
-      {"final_val_loss", val_loss},
-      {"best_val_loss", s.state.best_val_loss},
-      {"steps", s.state.step},
-      {"tokens_seen", s.state.tokens_seen},
-      {"params", {{"total", counts.total}, {"non_embedding", counts.non_embedding}, {"arm_extra", counts.arm_extra}}},
-      {"wall_time_s", s.elapsed()},
-      {"git_revision", git_revision()},
-      {"config_hash", config_hash(s.cfg)},
-      {"arm", s.cfg.model.arm},
-      {"seed", s.cfg.seed},
-      {"tier", s.cfg.tier},
-      {"device", device_name(s.device)},
-      {"world_size", s.dp.world_size()},
-      {"val_tokens", s.val->num_targets()},
-      {"val_fingerprint", s.val->fingerprint()},
-      {"time_s", {{"data", s.time.data}, {"compute", s.time.compute}, {"eval", s.time.eval},
-                  {"checkpoint", s.time.checkpoint}, {"log", s.time.log},
-                  {"track", s.time.track}}},
-  };
-  if (s.state.extra.contains("parent")) final_json["parent"] = s.state.extra["parent"];
-  run_dir::write_atomically(s.dir / "final.json", final_json.dump(2) + "\n");
+  FinalRecord r;
+  r.final_val_loss = val_loss;
+  r.best_val_loss = s.state.best_val_loss;
+  r.steps = s.state.step;
+  r.tokens_seen = s.state.tokens_seen;
+  r.params = count_params(s.cfg.model);
+  r.wall_time_s = s.elapsed();
+  r.git_revision = git_revision();
+  r.config_hash = config_hash(s.cfg);
+  r.arm = s.cfg.model.arm;
+  r.seed = s.cfg.seed;
+  r.tier = s.cfg.tier;
+  r.device = device_name(s.device);
+  r.world_size = s.dp.world_size();
+  r.val_tokens = s.val->num_targets();
+  r.val_fingerprint = s.val->fingerprint();
+  r.time_s = s.time;
+  if (s.state.extra.contains("parent"))
+    r.parent = ParentRecord{s.state.extra["parent"]["checkpoint"].get<std::string>(),
+                            s.state.extra["parent"]["step"].get<int64_t>()};
+  s.writer->write_final(r);
 }
 
 }  // namespace
@@ -279,7 +284,9 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
   open_probe(s);
   build_model(s);
   s.state.config = to_json(cfg);
-  if (!options.branch_from && s.dp.is_main()) run_dir::claim(s.dir, cfg, /*must_be_new=*/false);
+  const RunDir run(s.dir);
+  if (!options.branch_from && s.dp.is_main())
+    s.writer = as_train_error([&] { return run.claim(cfg, /*must_be_new=*/false); });
   const bool resumed = resume(s, options);
   const int64_t total = cfg.total_steps();
   if (options.branch_from) {
@@ -287,21 +294,23 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
       throw TrainError("--branch-from " + options.branch_from->string() + ": the checkpoint is at step " +
                        std::to_string(s.state.step) + ", so a branch of " + std::to_string(total) +
                        " steps (train.max_steps / train.token_budget) has nothing to train");
-    if (s.dp.is_main()) run_dir::claim(s.dir, cfg, /*must_be_new=*/true);
+    if (s.dp.is_main()) s.writer = as_train_error([&] { return run.claim(cfg, /*must_be_new=*/true); });
   }
 
   TrainResult result{TrainStatus::finished, s.state.step, 0.0, s.dir};
-  if (s.state.step >= total && fs::exists(s.dir / "final.json")) {
-    spdlog::info("{}: already finished ({} steps)", s.dir.string(), s.state.step);
-    result.final_val_loss = nlohmann::json::parse(std::ifstream(s.dir / "final.json"))["final_val_loss"];
-    return result;
+  if (s.state.step >= total) {
+    if (const auto final_record = as_train_error([&] { return run.final_record(); })) {
+      spdlog::info("{}: already finished ({} steps)", s.dir.string(), s.state.step);
+      result.final_val_loss = final_record->final_val_loss;
+      return result;
+    }
   }
   s.dp.verify_identical(*s.model, {{"resume step", s.state.step},
                                    {"config hash", static_cast<int64_t>(std::stoull(config_hash(cfg), nullptr, 16))}});
   s.dp.attach(*s.model);
   // A fresh start drops every line, step 0's probe included, that a run which never checkpointed left.
-  std::optional<run_dir::MetricsLog> metrics;  // rank 0's
-  if (s.dp.is_main()) metrics.emplace(s.dir / "metrics.jsonl", resumed ? s.state.step : -1);
+  std::optional<MetricsLog> metrics;  // rank 0's
+  if (s.dp.is_main()) metrics.emplace(s.writer->open_metrics(resumed ? s.state.step : -1));
   signals::StopRequestScope stop_scope;
   const int64_t tokens_per_step = cfg.effective_tokens_per_step();
   const auto keep = log_spaced_steps(cfg.checkpoint);

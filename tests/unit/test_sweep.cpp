@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attnlab/final_record.h"
 #include "attnlab/sweep.h"
 #include "unit/shard_files.h"
 
@@ -114,10 +115,15 @@ TEST_F(SweepTest, DryRunStatesFromTheRunDirectories) {
     std::ofstream(runs[i].out_dir / "config.yaml") << "seed: 1\n";
   };
   claim(0), claim(1), claim(2);
-  std::ofstream(runs[0].out_dir / "final.json") << nlohmann::json({{"final_val_loss", 3.5}, {"steps", 10}, {"config_hash", runs[0].config_hash}});
+  auto finished = [&](int i, double loss, const std::string& hash) {  // every key, as the trainer writes it
+    FinalRecord f;
+    f.final_val_loss = f.best_val_loss = loss, f.steps = 10, f.config_hash = hash;
+    std::ofstream(runs[i].out_dir / "final.json") << to_json(f).dump(2);
+  };
+  finished(0, 3.5, runs[0].config_hash);
   fs::create_directories(runs[1].out_dir / "checkpoints/step_000002");
   fs::create_directories(runs[1].out_dir / "checkpoints/step_000004");
-  std::ofstream(runs[2].out_dir / "final.json") << nlohmann::json({{"final_val_loss", 3.6}, {"steps", 10}, {"config_hash", "0123"}});
+  finished(2, 3.6, "0123");
   const auto states = inspect_runs(runs);
   EXPECT_EQ(states[0].status, RunStatus::finished);
   EXPECT_EQ(describe(states[0]), "finished (step 10, val 3.5000)");

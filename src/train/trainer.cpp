@@ -250,6 +250,8 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
   if (cfg.train.threads > 0) torch::set_num_threads(static_cast<int>(cfg.train.threads));
   Session s{cfg, fs::path(cfg.out_dir)};
   s.device = resolve_device(cfg.train.device);
+  check_fits_memory(cfg, device_memory_bytes(s.device), device_name(s.device));  // before any allocation
+  for (const auto& warning : config_warnings(cfg)) spdlog::warn("config: {}", warning);
   s.autocast = cfg.train.precision == "bf16" && s.device.is_cuda();
   s.peak = peak_flops(s.device);
   if (options.branch_from && !fs::exists(*options.branch_from))

@@ -159,12 +159,15 @@ YAML::Node load_yaml_file(const std::filesystem::path& path) {
   if (std::filesystem::is_directory(path, ec)) throw ConfigError(path.string() + ": is a directory, not a config file");
   // Read with a cap rather than YAML::LoadFile: a pipe (--config <(...)) works, /dev/zero cannot stall.
   std::ifstream in(path, std::ios::binary);
-  std::string text(size_t(kMaxFileBytes) + 1, '\0');
-  in.read(text.data(), std::streamsize(text.size()));
-  if (in.bad() || (!in && !in.eof())) throw ConfigError(path.string() + ": cannot be read");
-  text.resize(size_t(in.gcount()));
-  if (text.size() > size_t(kMaxFileBytes))
-    throw ConfigError(fmt::format("{}: larger than {} MiB; not a config file", path.string(), kMaxFileBytes >> 20));
+  if (!in) throw ConfigError(path.string() + ": cannot be read");
+  std::string text;
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, size_t(in.gcount()));
+    if (text.size() > size_t(kMaxFileBytes))
+      throw ConfigError(fmt::format("{}: larger than {} MiB; not a config file", path.string(), kMaxFileBytes >> 20));
+  }
+  if (in.bad()) throw ConfigError(path.string() + ": cannot be read");
   YAML::Node node;
   try {
     node = YAML::Load(text);

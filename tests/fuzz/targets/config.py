@@ -219,6 +219,7 @@ class Target:
         path.mkdir()
         lines = [dict(line) for line in self.lines]
         case = Case(str(path / "run.yaml"), "")
+        top_level_dup = False
         kind = rng.choices(["dup_leaf", "dup_section", "int", "float", "string", "structure", "unknown", "value_bytes",
                             "bytes"], [10, 4, 15, 15, 10, 5, 5, 16, 20])[0]
         if kind == "dup_leaf":
@@ -227,6 +228,7 @@ class Target:
             if rng.random() < 0.5:
                 copy["value"] = rng.choice([b"1", b"0.5", b"x", b"true"])
             lines.insert(i + 1, copy)  # right after: the same mapping
+            top_level_dup = copy["indent"] == 0
             case.mutation, case.must_refuse = f"duplicate {copy['path']}", "duplicate key"
         elif kind == "dup_section":
             sections = [k for k, line in enumerate(lines) if line["value"] is None and line["indent"] == 0]
@@ -256,7 +258,7 @@ class Target:
         text = render(lines)
         if kind == "bytes":
             text, case.mutation = mutate_bytes(rng, text, SNIPPETS, rng.randint(1, 4))
-        elif kind != "dup_section" and rng.random() < 0.3:
+        elif kind != "dup_section" and not top_level_dup and rng.random() < 0.3:  # a split may part the two
             text = self._split_include(rng, text, path)
             case.mutation += " (through include)"
         Path(case.path).write_bytes(text)

@@ -274,6 +274,9 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
   s.device = resolve_device(cfg.train.device);
   s.dp = dist::DataParallel::from_environment(s.device, options.collective_timeout);  // CUDA: cuda:LOCAL_RANK
   s.micro_batches = dist::micro_batches_per_rank(cfg, s.dp.world_size());
+  check_fits_memory(cfg, device_memory_bytes(s.device), device_name(s.device));  // before any allocation
+  if (s.dp.is_main())
+    for (const auto& warning : config_warnings(cfg)) spdlog::warn("config: {}", warning);
   s.autocast = cfg.train.precision == "bf16" && s.device.is_cuda();
   s.peak = peak_flops(s.device);
   if (options.branch_from && !fs::exists(*options.branch_from))

@@ -20,6 +20,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--branch-from", args->branch_from,
                   "Start a new run from this checkpoint (or run dir) with its full state; out_dir must be new");
   cmd->callback([args] {
+    const StopSignalScope stop_signals;  // before any work: the whole start-up stops cleanly on SIGTERM
     auto cfg = load_run_config(args->config, args->sets);
     TrainOptions options;
     if (!args->branch_from.empty()) options.branch_from = args->branch_from;

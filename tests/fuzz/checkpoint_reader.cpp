@@ -17,51 +17,20 @@
 #include <torch/torch.h>
 
 #include "attnlab/checkpoint.h"
-#include "attnlab/init.h"
-#include "attnlab/model.h"
-#include "attnlab/param_groups.h"
+#include "unit/trainee.h"
 
 namespace {
 
-using attnlab::GPT;
 namespace fs = std::filesystem;
 
-attnlab::ModelConfig tiny_config() {
-  attnlab::ModelConfig cfg;
-  cfg.arm = "combo";  // every kind of arm parameter: sink logit and gate tensors
-  cfg.n_layer = 1;
-  cfg.d_model = 32;
-  cfg.n_head = 2;
-  cfg.vocab_size = 64;
-  cfg.block_size = 16;
-  return cfg;
-}
-
-struct Trainee {
-  GPT model{tiny_config()};
-  std::unique_ptr<torch::optim::AdamW> opt;
-
-  Trainee() {
-    attnlab::init_parameters(*model, 1);
-    const auto groups = attnlab::parameter_groups(*model);
-    auto options = [](double wd) {
-      return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-2).weight_decay(wd));
-    };
-    std::vector<torch::optim::OptimizerParamGroup> param_groups;
-    param_groups.emplace_back(groups.decay, options(0.1));
-    param_groups.emplace_back(groups.no_decay, options(0.0));
-    opt = std::make_unique<torch::optim::AdamW>(param_groups, torch::optim::AdamWOptions(1e-2));
-  }
-};
+/// "combo": every kind of arm parameter (sink logit and gate tensors).
+attnlab::testing::Trainee trainee() { return attnlab::testing::Trainee(attnlab::testing::tiny_config("combo"), 1); }
 
 int make(const fs::path& run_dir) {
   torch::manual_seed(0);
-  Trainee t;
+  auto t = trainee();
   for (int64_t step = 1; step <= 2; ++step) {
-    t.opt->zero_grad();
-    const auto idx = torch::randint(0, 64, {2, 16}, torch::kLong);
-    attnlab::lm_loss(t.model->forward(idx), idx).backward();
-    t.opt->step();
+    t.step();
     attnlab::TrainState state;
     state.step = step;
     state.tokens_seen = 32 * step;
@@ -85,7 +54,7 @@ std::string one_line(std::string text) {
 std::string answer(const std::string& kind, const fs::path& path) {
   try {
     if (kind == "lone") return "accepted " + std::to_string(attnlab::load_model(path).step);
-    Trainee t;
+    auto t = trainee();
     const auto ckpt = attnlab::load_latest(path, nullptr, true, [&](const attnlab::LoadedCheckpoint& c) {
       attnlab::check_restorable(c, *t.model, *t.opt);
     });

@@ -136,8 +136,8 @@ using CheckpointCheck = std::function<void(const LoadedCheckpoint&)>;
 /// checkpoint and why. std::nullopt when the run has no checkpoint; throws CheckpointError naming
 /// `run_dir` and the newest one's problem when it has some but none is usable.
 std::optional<LoadedCheckpoint> load_latest(const std::filesystem::path& run_dir,
-                                            std::vector<std::string>* warnings = nullptr,
-                                            bool with_optimizer = true, const CheckpointCheck& check = {});
+                                            std::vector<std::string>* warnings = nullptr, bool with_optimizer = true,
+                                            const CheckpointCheck& check = {});
 
 /// Throws the CheckpointError restore(ckpt, model, opt) would throw, changing nothing: the model
 /// config; the weights' names, shapes, dtypes (the parameters') and finiteness; the optimizer's

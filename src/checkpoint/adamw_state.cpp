@@ -70,14 +70,14 @@ void check_groups(const json& saved, const torch::optim::AdamW& opt,
 
 /// The saved tensor `key`, checked to fit `param` (same shape and dtype) and to be a moment AdamW
 /// could have produced: finite, and >= 0 for a second moment.
-at::Tensor saved_moment(const TensorMap& tensors, const std::string& key, const at::Tensor& param,
-                        bool second_moment, const fs::path& file) {
+at::Tensor saved_moment(const TensorMap& tensors, const std::string& key, const at::Tensor& param, bool second_moment,
+                        const fs::path& file) {
   const auto it = tensors.find(key);
   if (it == tensors.end()) throw CheckpointError(file, "missing tensor '" + key + "'");
   const at::Tensor& t = it->second;
   if (!t.sizes().equals(param.sizes())) {
-    throw CheckpointError(file, "tensor '" + key + "' has shape " + c10::str(t.sizes()) + ", the parameter " +
-                                    c10::str(param.sizes()));
+    throw CheckpointError(
+        file, "tensor '" + key + "' has shape " + c10::str(t.sizes()) + ", the parameter " + c10::str(param.sizes()));
   }
   if (t.scalar_type() != param.scalar_type()) {
     throw CheckpointError(file, "tensor '" + key + "' is " + safetensors_dtype(t.scalar_type(), file) +
@@ -134,8 +134,8 @@ std::vector<ParamState> checked_states(const AdamWTensors& saved, const GPTImpl&
   for (const auto& [key, tensor] : saved.tensors)
     if (!used.count(key)) unused.push_back(key);
   if (!unused.empty()) {
-    throw CheckpointError(file, std::to_string(unused.size()) + " optimizer tensors name no parameter of this model: " +
-                                    quoted_names(unused));
+    throw CheckpointError(file, std::to_string(unused.size()) +
+                                    " optimizer tensors name no parameter of this model: " + quoted_names(unused));
   }
   return states;
 }

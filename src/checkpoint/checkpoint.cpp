@@ -57,8 +57,9 @@ json file_record(const fs::path& file) {
 void refuse_non_finite(const TensorMap& tensors, const fs::path& file) {
   for (const auto& [name, t] : tensors) {
     if (at::isFloatingType(t.scalar_type()) && !at::isfinite(t).all().item<bool>()) {
-      throw CheckpointError(file, "tensor '" + name + "' holds NaN or infinity; refusing to save it (the model has "
-                                  "diverged; nothing was written, the checkpoints already saved are kept)");
+      throw CheckpointError(file, "tensor '" + name +
+                                      "' holds NaN or infinity; refusing to save it (the model has "
+                                      "diverged; nothing was written, the checkpoints already saved are kept)");
     }
   }
 }
@@ -95,8 +96,9 @@ void write_files(const fs::path& dir, const Tensors& tensors, const ModelConfig&
                      {kMetaModel, dump_for(detail::model_config_to_json(model), dir / kModelFile)},
                      {kMetaConfig, dump_for(state.config, dir / kModelFile)},
                      {kMetaStep, step}});
-  write_safetensors(dir / kOptimizerFile, tensors.adamw.tensors,
-                    {{"format", "pt"}, {kMetaGroups, dump_for(tensors.adamw.groups, dir / kOptimizerFile)}, {kMetaStep, step}});
+  write_safetensors(
+      dir / kOptimizerFile, tensors.adamw.tensors,
+      {{"format", "pt"}, {kMetaGroups, dump_for(tensors.adamw.groups, dir / kOptimizerFile)}, {kMetaStep, step}});
 
   detail::StateFile s{state, model, json::object()};
   s.state.git_revision = git_revision();
@@ -182,15 +184,16 @@ void check_weights(const LoadedCheckpoint& ckpt, const GPTImpl& model, const fs:
       throw CheckpointError(file, "tensor '" + item.key() + "' is " + safetensors_dtype(w.scalar_type(), file) +
                                       ", the model's parameter " + safetensors_dtype(param.scalar_type(), file));
     }
-    if (!at::isfinite(w).all().item<bool>()) throw CheckpointError(file, "tensor '" + item.key() + "' holds NaN or infinity");
+    if (!at::isfinite(w).all().item<bool>())
+      throw CheckpointError(file, "tensor '" + item.key() + "' holds NaN or infinity");
     names.insert(item.key());
   }
   std::vector<std::string> extra;
   for (const auto& [name, w] : ckpt.weights)
     if (!names.count(name)) extra.push_back(name);
   if (!extra.empty()) {
-    throw CheckpointError(file, std::to_string(extra.size()) + " tensors name no parameter of this model: " +
-                                    detail::quoted_names(extra));
+    throw CheckpointError(file, std::to_string(extra.size()) +
+                                    " tensors name no parameter of this model: " + detail::quoted_names(extra));
   }
 }
 
@@ -203,7 +206,8 @@ void restore_weights(const LoadedCheckpoint& ckpt, GPTImpl& model, const fs::pat
 }
 
 fs::path optimizer_loaded(const LoadedCheckpoint& ckpt, const fs::path& file) {
-  if (ckpt.optimizer_groups.empty()) throw CheckpointError(file, "was not loaded (load_checkpoint without the optimizer)");
+  if (ckpt.optimizer_groups.empty())
+    throw CheckpointError(file, "was not loaded (load_checkpoint without the optimizer)");
   return file;
 }
 
@@ -302,9 +306,9 @@ std::optional<LoadedCheckpoint> load_latest(const fs::path& run_dir, std::vector
       if (warnings != nullptr) warnings->push_back(message);
     }
   }
-  throw CheckpointError(run_dir, "none of its " + std::to_string(all.size()) +
-                                     " checkpoints can be used (each one's problem was logged); the newest: " +
-                                     newest_problem);
+  throw CheckpointError(run_dir,
+                        "none of its " + std::to_string(all.size()) +
+                            " checkpoints can be used (each one's problem was logged); the newest: " + newest_problem);
 }
 
 void check_restorable(const LoadedCheckpoint& ckpt, const GPTImpl& model, const torch::optim::AdamW& opt) {
@@ -315,7 +319,9 @@ void check_restorable(const LoadedCheckpoint& ckpt, const GPTImpl& model, const 
   check_rng_states(ckpt.state.rng, ckpt.dir / kStateFile);
 }
 
-void restore_model(const LoadedCheckpoint& ckpt, GPTImpl& model) { restore_weights(ckpt, model, ckpt.dir / kModelFile); }
+void restore_model(const LoadedCheckpoint& ckpt, GPTImpl& model) {
+  restore_weights(ckpt, model, ckpt.dir / kModelFile);
+}
 
 void restore_optimizer(const LoadedCheckpoint& ckpt, const GPTImpl& model, torch::optim::AdamW& opt) {
   const fs::path file = optimizer_loaded(ckpt, ckpt.dir / kOptimizerFile);
@@ -333,14 +339,15 @@ LoadedModel load_model(const fs::path& path, std::vector<std::string>* warnings)
   if (detail::is_file(path)) {
     const fs::path dir = path.parent_path();
     // A model.safetensors inside a checkpoint directory is verified against its state.json.
-    const bool in_checkpoint = path.filename() == kStateFile ||
-                               (path.filename() == kModelFile && detail::is_file(dir / kStateFile));
+    const bool in_checkpoint =
+        path.filename() == kStateFile || (path.filename() == kModelFile && detail::is_file(dir / kStateFile));
     return in_checkpoint ? model_from(load_checkpoint(dir, false), dir) : model_from_file(path);
   }
   if (detail::is_file(path / kStateFile)) return model_from(load_checkpoint(path, false), path);
   if (detail::is_dir(checkpoints_dir(path))) {
     std::optional<LoadedModel> out;
-    load_latest(path, warnings, /*with_optimizer=*/false, [&](const LoadedCheckpoint& c) { out = model_from(c, c.dir); });
+    load_latest(path, warnings, /*with_optimizer=*/false,
+                [&](const LoadedCheckpoint& c) { out = model_from(c, c.dir); });
     if (!out) throw CheckpointError(path, "run directory has no checkpoint");
     return std::move(*out);
   }

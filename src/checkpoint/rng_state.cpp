@@ -66,8 +66,8 @@ RngStates capture_rng_states() {
 void check_rng_states(const RngStates& states, const std::filesystem::path& origin) {
   const size_t cpu_bytes = state_bytes(at::detail::getDefaultCPUGenerator()).size();
   if (states.cpu.size() != cpu_bytes) {
-    throw CheckpointError(origin, "the CPU RNG state is " + std::to_string(states.cpu.size()) + " bytes, this build's " +
-                                      std::to_string(cpu_bytes));
+    throw CheckpointError(origin, "the CPU RNG state is " + std::to_string(states.cpu.size()) +
+                                      " bytes, this build's " + std::to_string(cpu_bytes));
   }
   check_mt19937_position(states.cpu, origin);
   for (size_t i = 0; i < std::min(cuda_devices(), states.cuda.size()); ++i) {

@@ -134,9 +134,8 @@ void verify_state_checksum(const std::string& text, const fs::path& sidecar) {
   const std::string line = read_text(sidecar);
   const std::string tail = std::string("  ") + kStateFile + "\n";
   const bool well_formed = line.size() == 64 + tail.size() && line.compare(64, std::string::npos, tail) == 0 &&
-                           std::all_of(line.begin(), line.begin() + 64, [](char c) {
-                             return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-                           });
+                           std::all_of(line.begin(), line.begin() + 64,
+                                       [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
   if (!well_formed) throw CheckpointError(sidecar, "is not one line \"<64 lower-case hex digits>  state.json\"");
   if (line.compare(0, 64, sha256_hex(text)) != 0) {
     throw CheckpointError(sidecar.parent_path() / kStateFile,
@@ -153,7 +152,8 @@ void check_loss(double loss, double none, const char* key, const fs::path& file)
   const bool is_none = std::isnan(none) ? std::isnan(loss) : loss == none;
   if (!is_none && !(std::isfinite(loss) && loss >= 0)) {
     const std::string text = std::isfinite(loss) ? json(loss).dump() : std::to_string(loss);
-    throw CheckpointError(file, std::string("field '") + key + "' is " + text + ", not a loss (finite, >= 0 nats/token)");
+    throw CheckpointError(file,
+                          std::string("field '") + key + "' is " + text + ", not a loss (finite, >= 0 nats/token)");
   }
 }
 

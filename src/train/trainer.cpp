@@ -154,8 +154,8 @@ void check_resumable(const LoadedCheckpoint& ckpt, const Session& s) {
   check_restorable(ckpt, *s.model, *s.opt);
   const auto& extra = ckpt.state.extra;
   if (extra.contains("elapsed_s") && !(extra["elapsed_s"].is_number() && extra["elapsed_s"].get<double>() >= 0))
-    throw CheckpointError(ckpt.dir / "state.json", "extra.elapsed_s is " + extra["elapsed_s"].dump() +
-                                                       ", not a duration in seconds");
+    throw CheckpointError(ckpt.dir / "state.json",
+                          "extra.elapsed_s is " + extra["elapsed_s"].dump() + ", not a duration in seconds");
 }
 
 // The newest checkpoint of `source` (a run directory, or one checkpoint) that loads and restores
@@ -176,11 +176,13 @@ void note_budget_change(Session& s, const LoadedCheckpoint& ckpt) {
   if (before == after) return;
   const int64_t next = ckpt.state.step;  // 0-based index of the next step
   const double lr_before = learning_rate(s.cfg.optim, next, before), lr_after = learning_rate(s.cfg.optim, next, after);
-  spdlog::warn("resume: the step budget changed from {} to {} steps (train.max_steps / train.token_budget), so the "
-               "learning-rate schedule of steps {}..{} is re-shaped: step {} gets lr {:.3e} instead of {:.3e}",
-               before, after, next + 1, after, next + 1, lr_after, lr_before);
-  s.schedule_change = {{"type", "schedule_change"}, {"step", next},          {"total_steps_before", before},
-                       {"total_steps", after},      {"next_lr_before", lr_before}, {"next_lr", lr_after}};
+  spdlog::warn(
+      "resume: the step budget changed from {} to {} steps (train.max_steps / train.token_budget), so the "
+      "learning-rate schedule of steps {}..{} is re-shaped: step {} gets lr {:.3e} instead of {:.3e}",
+      before, after, next + 1, after, next + 1, lr_after, lr_before);
+  s.schedule_change = {{"type", "schedule_change"},    {"step", next},
+                       {"total_steps_before", before}, {"total_steps", after},
+                       {"next_lr_before", lr_before},  {"next_lr", lr_after}};
 }
 
 // Resume from the newest good checkpoint (or branch from another run's). Returns false when fresh.
@@ -219,12 +221,13 @@ bool resume(Session& s, const TrainOptions& options) {
 // The error that stops a diverged run at `step` (1-based) before anything of that step is saved.
 TrainError diverged(const Session& s, const std::string& what, int64_t step) {
   const auto kept = list_checkpoints(s.dir);
-  return TrainError(fmt::format("non-finite {} at step {}; stopped without saving. {}; lower optim.lr, set "
-                                "optim.grad_clip, or check the data",
-                                what, step,
-                                kept.empty() ? "The run has no checkpoint yet"
-                                             : fmt::format("The newest checkpoint, {} (step {}), is kept",
-                                                           kept.back().dir.string(), kept.back().step)));
+  return TrainError(fmt::format(
+      "non-finite {} at step {}; stopped without saving. {}; lower optim.lr, set "
+      "optim.grad_clip, or check the data",
+      what, step,
+      kept.empty()
+          ? "The run has no checkpoint yet"
+          : fmt::format("The newest checkpoint, {} (step {}), is kept", kept.back().dir.string(), kept.back().step)));
 }
 
 // One optimizer step: accumulate gradients over micro-batches, clip, update. Returns (loss, grad norm).

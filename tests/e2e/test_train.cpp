@@ -194,7 +194,8 @@ TrainOptions plant_gradient(float value, int64_t at_step = 2) {
 void expect_all_checkpoints_good(const fs::path& run) {
   for (const auto& c : list_checkpoints(run)) {
     const auto ckpt = load_checkpoint(c.dir);
-    for (const auto& [name, w] : ckpt.weights) EXPECT_TRUE(torch::isfinite(w).all().item<bool>()) << c.dir << " " << name;
+    for (const auto& [name, w] : ckpt.weights)
+      EXPECT_TRUE(torch::isfinite(w).all().item<bool>()) << c.dir << " " << name;
   }
 }
 
@@ -203,11 +204,13 @@ TEST_F(TrainTest, NonFiniteGradientStopsBeforeTheUpdate) {
   for (const auto& [value, clip] : cases) {
     const std::string run = "clip" + clip + "_" + std::to_string(std::isnan(value) ? 0 : int(value > 0) + 1);
     SCOPED_TRACE(run);
-    const auto msg = error_of<TrainError>(
-        [&] { train(config(run, {"checkpoint.every=1", "optim.grad_clip=" + clip}), plant_gradient(value)); });
+    const auto msg = error_of<TrainError>([&] {
+      train(config(run, {"checkpoint.every=1", "optim.grad_clip=" + clip}), plant_gradient(value));
+    });
     EXPECT_NE(msg.find(std::isnan(value) ? "non-finite gradient norm (nan) at step 3"
                                          : "non-finite gradient norm (inf) at step 3"),
-              std::string::npos) << msg;
+              std::string::npos)
+        << msg;
     EXPECT_NE(msg.find("step_000002 (step 2), is kept"), std::string::npos) << msg;
     EXPECT_EQ(list_checkpoints(dir_ / run).back().step, 2);
     expect_all_checkpoints_good(dir_ / run);
@@ -245,8 +248,9 @@ TEST_F(TrainTest, NonFiniteValidationLossStopsWithoutSaving) {
     torch::NoGradGuard no_grad;
     if (step == 3) model.named_parameters()["ln_f.weight"][0] = NAN;
   };
-  const auto msg = error_of<TrainError>(
-      [&] { train(config("a", {"train.max_steps=4", "checkpoint.every=1", "eval.every=4"}), options); });
+  const auto msg = error_of<TrainError>([&] {
+    train(config("a", {"train.max_steps=4", "checkpoint.every=1", "eval.every=4"}), options);
+  });
   EXPECT_NE(msg.find("non-finite validation loss at step 4"), std::string::npos) << msg;
   EXPECT_EQ(list_checkpoints(dir_ / "a").back().step, 3);
   expect_all_checkpoints_good(dir_ / "a");

@@ -250,7 +250,8 @@ TEST(Checkpoint, SaveWritesOneDurableDirectoryAndNoTemporary) {
     EXPECT_TRUE(is_file(dir / f)) << f;
   }
   // The sidecar is what `sha256sum state.json` prints, computed here independently.
-  EXPECT_EQ(read_bytes(dir / "state.json.sha256"), testing::sha256_of(read_bytes(dir / "state.json")) + "  state.json\n");
+  EXPECT_EQ(read_bytes(dir / "state.json.sha256"),
+            testing::sha256_of(read_bytes(dir / "state.json")) + "  state.json\n");
 }
 
 TEST(Checkpoint, FailedSaveLeavesNothingUnderTheFinalName) {
@@ -483,8 +484,8 @@ TEST(Checkpoint, StateJsonIsCoveredByItsChecksum) {
     return text.replace(at, from.size(), to);
   };
   // Any change of state.json, meaningful (a skewed schedule) or not, is caught by its SHA-256.
-  for (const auto& text : {replaced("\"step\": 4", "\"step\": 3"), replaced("\"tokens_seen\": 128", "\"tokens_seen\": 96"),
-                           pristine + " "}) {
+  for (const auto& text : {replaced("\"step\": 4", "\"step\": 3"),
+                           replaced("\"tokens_seen\": 128", "\"tokens_seen\": 96"), pristine + " "}) {
     write_bytes(dir / "state.json", text);
     expect_refused([&] { load_checkpoint(dir); }, dir / "state.json", "state.json is corrupt");
   }
@@ -604,45 +605,65 @@ std::vector<RestoreCase> restore_cases() {
        "the CPU RNG state is 5055 bytes", "state.json"},
       {"RNG state too long", [](auto d) { edit_rng(d, [](std::string& h) { h += "00"; }); },
        "the CPU RNG state is 5057 bytes", "state.json"},
-      {"RNG state empty", [](auto d) { edit_rng(d, [](std::string& h) { h.clear(); }); }, "the CPU RNG state is 0 bytes",
-       "state.json"},
+      {"RNG state empty", [](auto d) { edit_rng(d, [](std::string& h) { h.clear(); }); },
+       "the CPU RNG state is 0 bytes", "state.json"},
       // `left` (int32 at byte 8) = 0 would never regenerate the table and read past it.
       {"RNG position", [](auto d) { edit_rng(d, [](std::string& h) { h.replace(16, 8, "00000000"); }); },
        "mt19937 position (left 0", "state.json"},
       {"model dimensions", [](auto d) { testing::reseal(d, [](json& j) { j["model"]["d_model"] = 64; }); },
        "model differs from this model in: d_model (64 vs 32)", ""},
       {"weight renamed",
-       [w](auto d) { edit_weights(d, [w](TensorMap& t) { t[w + "s"] = t.at(w); t.erase(w); }); },
+       [w](auto d) {
+         edit_weights(d, [w](TensorMap& t) {
+           t[w + "s"] = t.at(w);
+           t.erase(w);
+         });
+       },
        "has no tensor '" + w + "'", "model.safetensors"},
       {"extra weight", [](auto d) { edit_weights(d, [](TensorMap& t) { t["stray.bias"] = torch::zeros({3}); }); },
        "1 tensors name no parameter of this model: 'stray.bias'", "model.safetensors"},
       {"weight stored as I32", [w](auto d) { edit_weights(d, [w](TensorMap& t) { t[w] = t.at(w).to(torch::kInt); }); },
        "tensor '" + w + "' is I32, the model's parameter F32", "model.safetensors"},
-      {"weight of another shape", [w](auto d) { edit_weights(d, [w](TensorMap& t) { t[w] = t.at(w).narrow(0, 0, 8); }); },
+      {"weight of another shape",
+       [w](auto d) { edit_weights(d, [w](TensorMap& t) { t[w] = t.at(w).narrow(0, 0, 8); }); },
        "tensor '" + w + "' has shape [8, 32]", "model.safetensors"},
       {"weight holds NaN", [w](auto d) { edit_weights(d, [w](TensorMap& t) { t[w][0][0] = NAN; }); },
        "tensor '" + w + "' holds NaN or infinity", "model.safetensors"},
       {"optimizer tensor renamed",
        [w](auto d) {
-         edit_moments(d, [w](TensorMap& t, auto&) { t["exp_avg." + w + "x"] = t.at("exp_avg." + w); t.erase("exp_avg." + w); });
+         edit_moments(d, [w](TensorMap& t, auto&) {
+           t["exp_avg." + w + "x"] = t.at("exp_avg." + w);
+           t.erase("exp_avg." + w);
+         });
        },
        "missing tensor 'exp_avg." + w + "'", "optimizer.safetensors"},
-      {"extra optimizer tensor", [](auto d) { edit_moments(d, [](TensorMap& t, auto&) { t["exp_avg.stray"] = torch::zeros({2}); }); },
+      {"extra optimizer tensor",
+       [](auto d) { edit_moments(d, [](TensorMap& t, auto&) { t["exp_avg.stray"] = torch::zeros({2}); }); },
        "1 optimizer tensors name no parameter of this model: 'exp_avg.stray'", "optimizer.safetensors"},
       {"moment stored as F64",
-       [w](auto d) { edit_moments(d, [w](TensorMap& t, auto&) { t["exp_avg_sq." + w] = t.at("exp_avg_sq." + w).to(torch::kDouble); }); },
+       [w](auto d) {
+         edit_moments(d,
+                      [w](TensorMap& t, auto&) { t["exp_avg_sq." + w] = t.at("exp_avg_sq." + w).to(torch::kDouble); });
+       },
        "tensor 'exp_avg_sq." + w + "' is F64, the parameter F32", "optimizer.safetensors"},
       {"moment of another shape",
-       [w](auto d) { edit_moments(d, [w](TensorMap& t, auto&) { t["exp_avg." + w] = t.at("exp_avg." + w).t().contiguous(); }); },
+       [w](auto d) {
+         edit_moments(d, [w](TensorMap& t, auto&) { t["exp_avg." + w] = t.at("exp_avg." + w).t().contiguous(); });
+       },
        "tensor 'exp_avg." + w + "' has shape [32, 96]", "optimizer.safetensors"},
-      {"negative second moment", [w](auto d) { edit_moments(d, [w](TensorMap& t, auto&) { t["exp_avg_sq." + w][1][2] = -1.0; }); },
+      {"negative second moment",
+       [w](auto d) { edit_moments(d, [w](TensorMap& t, auto&) { t["exp_avg_sq." + w][1][2] = -1.0; }); },
        "holds negative values", "optimizer.safetensors"},
-      {"infinite first moment", [w](auto d) { edit_moments(d, [w](TensorMap& t, auto&) { t["exp_avg." + w][0][0] = INFINITY; }); },
+      {"infinite first moment",
+       [w](auto d) { edit_moments(d, [w](TensorMap& t, auto&) { t["exp_avg." + w][0][0] = INFINITY; }); },
        "tensor 'exp_avg." + w + "' holds NaN or infinity", "optimizer.safetensors"},
       {"step stored as F32",
-       [w](auto d) { edit_moments(d, [w](TensorMap& t, auto&) { t["step." + w] = t.at("step." + w).to(torch::kFloat); }); },
+       [w](auto d) {
+         edit_moments(d, [w](TensorMap& t, auto&) { t["step." + w] = t.at("step." + w).to(torch::kFloat); });
+       },
        "'step." + w + "' is not an I64 scalar", "optimizer.safetensors"},
-      {"step count 0", [w](auto d) { edit_moments(d, [w](TensorMap& t, auto&) { t["step." + w] = at::scalar_tensor(0, at::kLong); }); },
+      {"step count 0",
+       [w](auto d) { edit_moments(d, [w](TensorMap& t, auto&) { t["step." + w] = at::scalar_tensor(0, at::kLong); }); },
        "'step." + w + "' is 0, not a step count >= 1", "optimizer.safetensors"},
       {"parameter groups swapped",
        [](auto d) {
@@ -707,10 +728,15 @@ TEST(Checkpoint, NoUsableCheckpointStopsWithTheNewestProblem) {
   save_checkpoint(tmp.path(), *t.model, *t.opt, state_at(1));
   Trainee other(tiny_config("off_by_one"), 1);
   expect_refused(
-      [&] { load_latest(tmp.path(), nullptr, true, [&](const auto& c) { check_restorable(c, *other.model, *other.opt); }); },
+      [&] {
+        load_latest(tmp.path(), nullptr, true, [&](const auto& c) { check_restorable(c, *other.model, *other.opt); });
+      },
       tmp.path(), "none of its 1 checkpoints can be used");
-  expect_refused([&] { load_latest(tmp.path(), nullptr, true, [&](const auto& c) { check_restorable(c, *other.model, *other.opt); }); },
-                 tmp.path(), "arm (\"baseline\" vs \"off_by_one\")");
+  expect_refused(
+      [&] {
+        load_latest(tmp.path(), nullptr, true, [&](const auto& c) { check_restorable(c, *other.model, *other.opt); });
+      },
+      tmp.path(), "arm (\"baseline\" vs \"off_by_one\")");
 }
 
 // A model.safetensors inside a checkpoint directory is the checkpoint: its SHA-256 is verified.
@@ -757,8 +783,8 @@ TEST(Checkpoint, SaveRefusesNonFiniteValues) {
     torch::NoGradGuard no_grad;
     t.model->named_parameters()["ln_f.bias"][3] = NAN;
   }
-  expect_refused([&] { save_checkpoint(tmp.path(), *t.model, *t.opt, state_at(2)); }, checkpoint_dir(tmp.path(), 2).parent_path(),
-                 "tensor 'ln_f.bias' holds NaN or infinity");
+  expect_refused([&] { save_checkpoint(tmp.path(), *t.model, *t.opt, state_at(2)); },
+                 checkpoint_dir(tmp.path(), 2).parent_path(), "tensor 'ln_f.bias' holds NaN or infinity");
   EXPECT_EQ(steps_of(tmp.path()), std::vector<int64_t>{1});
   EXPECT_EQ(entries_of(checkpoints_dir(tmp.path())), std::vector<std::string>{"step_000001"});
   {

@@ -6,12 +6,19 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "attnlab/run_config.h"
 
 namespace attnlab {
+
+class GPTImpl;
+namespace signals {
+class StopRequestScope;
+}
 
 struct TrainOptions {
   /// Start a new run from this checkpoint's full state (weights, optimizer, step, RNG), recording
@@ -22,6 +29,9 @@ struct TrainOptions {
   /// Data-parallel runs (docs/distributed.md): how long the rendezvous and any collective may wait
   /// for the other ranks before the job ends with an error instead of hanging.
   std::chrono::milliseconds collective_timeout{std::chrono::minutes(10)};
+  /// Tests: called with the model and the 0-based step once its gradients are accumulated, before
+  /// they are checked, clipped and applied (to plant a non-finite gradient or weight).
+  std::function<void(GPTImpl& model, int64_t step)> after_backward;
 };
 
 enum class TrainStatus {
@@ -41,6 +51,21 @@ struct TrainResult {
 /// differs from the checkpoint's); the message says what to do.
 struct TrainError : std::runtime_error {
   using std::runtime_error::runtime_error;
+};
+
+/// Catches SIGINT and SIGTERM from construction to destruction, so that one arriving while a run
+/// starts (reading its config, opening data, loading a checkpoint) stops it the way one during
+/// training does: train() returns TrainStatus::interrupted before its first step. train() holds one
+/// itself; the train command opens one first thing, before reading the config. Scopes nest.
+class StopSignalScope {
+ public:
+  StopSignalScope();
+  ~StopSignalScope();
+  StopSignalScope(const StopSignalScope&) = delete;
+  StopSignalScope& operator=(const StopSignalScope&) = delete;
+
+ private:
+  std::unique_ptr<signals::StopRequestScope> scope_;
 };
 
 /// Trains `cfg` into cfg.out_dir: resumes from the newest good checkpoint there (refusing a config

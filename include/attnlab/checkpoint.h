@@ -1,4 +1,4 @@
-// Checkpoints of a training run (issue 3; layout and formats in docs/checkpoints.md):
+// Checkpoints of a training run (layout and formats in docs/checkpoints.md):
 //
 //   <run_dir>/checkpoints/step_000100/
 //     model.safetensors      weights, named as GPTImpl::named_parameters() ("wte.weight", ...)
@@ -76,7 +76,7 @@ struct TrainState {
 struct RetentionPolicy {
   int64_t keep_last = 3;         ///< K >= 1 newest checkpoints
   bool keep_best = true;         ///< also the one with the lowest finite val_loss (earliest on ties)
-  std::set<int64_t> keep_steps;  ///< also these steps (e.g. issue 7's log-spaced 1, 2, 4, ..., 512)
+  std::set<int64_t> keep_steps;  ///< also these steps (e.g. the log-spaced 1, 2, 4, ..., 512 that retention studies use)
   int64_t keep_every = 0;        ///< also every step divisible by this; 0 = off
 };
 

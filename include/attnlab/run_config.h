@@ -59,7 +59,7 @@ struct CheckpointConfig {
   int64_t keep_every = 0;       ///< also keep every checkpoint whose step is a multiple of this; 0 = off
 };
 
-/// Training-time activation tracking (SPEC section 5, issue 7): every `every` steps one forward pass
+/// Training-time activation tracking (SPEC section 5): every `every` steps one forward pass
 /// on a fixed probe batch (the first `sequences` validation sequences), logged into metrics.jsonl as
 /// a {"type": "activations"} record. Changes nothing the run computes (tested), so these keys are
 /// outside the config hash and may change when a run resumes.

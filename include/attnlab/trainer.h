@@ -1,4 +1,4 @@
-// One training run (issue 3): YAML config -> run directory with metrics.jsonl, checkpoints and
+// One training run: YAML config -> run directory with metrics.jsonl, checkpoints and
 // final.json. Every run is resumable (exactly, on the same build and device) and refuses to touch a
 // directory that belongs to another run.
 #pragma once
@@ -22,7 +22,7 @@ class StopRequestScope;
 
 struct TrainOptions {
   /// Start a new run from this checkpoint's full state (weights, optimizer, step, RNG), recording
-  /// it as the parent (issue 7's keep/remove-decay test). The run directory must be new.
+  /// it as the parent (the keep/remove-decay branch of docs/retention.md). The run directory must be new.
   std::optional<std::filesystem::path> branch_from;
   /// Stop after this many optimizer steps in this session (tests: interrupt a run); 0 = no limit.
   int64_t stop_after_steps = 0;

@@ -370,7 +370,7 @@ TEST_F(TrainTest, BranchRunStartsFromTheCheckpointAndRecordsItsParent) {
   EXPECT_EQ(final_json["parent"]["step"], 6);
 }
 
-// Issue 7's keep/remove-decay test rests on this: the branch's first step is exactly one AdamW step
+// The keep/remove-decay branch (docs/retention.md) rests on this: the branch's first step is exactly one AdamW step
 // from the parent's full state (weights, moments, step count, data position) with the overridden
 // weight decay. The expected step is computed here from the loaded parent checkpoint by hand.
 TEST_F(TrainTest, BranchFirstStepIsAnAdamWStepWithoutDecayFromTheParentsFullState) {
@@ -420,7 +420,7 @@ TEST_F(TrainTest, BranchFirstStepIsAnAdamWStepWithoutDecayFromTheParentsFullStat
   EXPECT_GT(decay_effect, 20 * 1e-6);  // had the branch kept lambda = 0.1, the check above would fail
 }
 
-// Activation tracking (issue 7) is one forward pass that changes nothing the run computes: with it on,
+// Activation tracking is one forward pass that changes nothing the run computes: with it on,
 // and interrupted, a run ends bit-identical to one without it; the records land at the steps asked;
 // log-spaced and keep_every checkpoints survive retention.
 TEST_F(TrainTest, ActivationTrackingChangesNothingAndSurvivesResume) {

@@ -196,6 +196,7 @@ class OpenTrained : public ::testing::Test {
     opt.step();
     TrainState state;
     state.step = 3;
+    state.tokens_seen = 3 * 8;  // every step consumes tokens (state.json's field rules)
     state.config = to_json(cfg_);
     save_checkpoint(run(), *model, opt, state);
   }

@@ -3,6 +3,7 @@
 // by round so machine drift hits them all alike; the median of the rounds is reported.
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <iostream>
 #include <map>
 
@@ -20,13 +21,20 @@ using namespace attnlab;
 struct Options {
   int64_t n_layer = 2, n_head = 2, d_model = 128, vocab = 4096, batch = 8, seq_len = 256, rounds = 7, threads = 0;
   std::string backend = "reference";
+  bool cpu_clock = false;
 };
 
-double step_seconds(GPT& model, const at::Tensor& x, const at::Tensor& y) {
-  const auto t0 = std::chrono::steady_clock::now();
+/// Seconds now: wall (steady clock) or this process's CPU time.
+double now_seconds(bool cpu_clock) {
+  if (cpu_clock) return static_cast<double>(std::clock()) / CLOCKS_PER_SEC;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double step_seconds(GPT& model, const at::Tensor& x, const at::Tensor& y, bool cpu_clock) {
+  const double t0 = now_seconds(cpu_clock);
   model->zero_grad();
   lm_loss(model->forward(x), y).backward();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return now_seconds(cpu_clock) - t0;
 }
 
 double median(std::vector<double> v) {
@@ -47,7 +55,8 @@ int main(int argc, char** argv) {
   app.add_option("--seq-len", o.seq_len)->capture_default_str();
   app.add_option("--rounds", o.rounds, "Timed rounds per arm (after one warm-up)")->capture_default_str();
   app.add_option("--threads", o.threads, "Intra-op threads (0 = default)")->capture_default_str();
-  app.add_option("--backend", o.backend, "Attention backend: reference | fused")->capture_default_str();
+  app.add_option("--backend", o.backend, "Attention backend: reference | fused | flash | auto")->capture_default_str();
+  app.add_flag("--cpu-clock", o.cpu_clock, "Time with the process's CPU clock (with --threads 1: immune to machine load)");
   CLI11_PARSE(app, argc, argv);
   if (o.threads > 0) torch::set_num_threads(static_cast<int>(o.threads));
 
@@ -59,7 +68,7 @@ int main(int argc, char** argv) {
     cfg.vocab_size = o.vocab, cfg.block_size = o.seq_len;
     GPT model(cfg);
     init_parameters(*model, 1);
-    model->set_attention_backend(o.backend == "fused" ? AttentionBackend::fused : AttentionBackend::reference);
+    model->set_attention_backend(parse_attention_backend(o.backend));
     names.push_back(arm.name);
     models.emplace(arm.name, model);
   }
@@ -67,16 +76,16 @@ int main(int argc, char** argv) {
   const auto x = torch::randint(0, o.vocab, {o.batch, o.seq_len}, torch::kLong);
   const auto y = torch::randint(0, o.vocab, {o.batch, o.seq_len}, torch::kLong);
   std::map<std::string, std::vector<double>> times;
-  for (auto& name : names) step_seconds(models.at(name), x, y);  // warm-up
+  for (auto& name : names) step_seconds(models.at(name), x, y, o.cpu_clock);  // warm-up
   for (int64_t r = 0; r < o.rounds; ++r)
-    for (auto& name : names) times[name].push_back(step_seconds(models.at(name), x, y));
+    for (auto& name : names) times[name].push_back(step_seconds(models.at(name), x, y, o.cpu_clock));
 
   const double tokens = double(o.batch * o.seq_len);
   const double base = median(times["baseline"]);
-  std::cout << fmt::format("CPU, {} threads, backend {}: n_layer {}, d_model {}, n_head {}, vocab {}, batch {} x {} tokens, "
-                           "median of {} rounds\n\n",
-                           torch::get_num_threads(), o.backend, o.n_layer, o.d_model, o.n_head, o.vocab, o.batch,
-                           o.seq_len, o.rounds);
+  std::cout << fmt::format("CPU, {} threads, backend {}, {} clock: n_layer {}, d_model {}, n_head {}, vocab {}, "
+                           "batch {} x {} tokens, median of {} rounds\n\n",
+                           torch::get_num_threads(), o.backend, o.cpu_clock ? "process CPU" : "wall", o.n_layer,
+                           o.d_model, o.n_head, o.vocab, o.batch, o.seq_len, o.rounds);
   std::cout << "| arm | step ms | tokens/s | step time / baseline |\n|---|---:|---:|---:|\n";
   for (const auto& name : names) {
     const double t = median(times[name]);

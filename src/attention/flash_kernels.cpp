@@ -14,9 +14,10 @@ namespace {
 
 constexpr bool kCausal = true;
 constexpr double kNoDropout = 0.0;
-// CUDA: the routing bias rides in three key columns, hi + mid + lo of r_j / scale, each exact in the
-// half type, so their float32 sum in the kernel's q . k carries r_j to float32 precision.
-constexpr int64_t kCudaBiasColumns = 3;
+// CUDA: a float32 quantity that must reach the half-precision kernel (the routing bias in the keys, the
+// lse gradient in `out`) rides in three columns, hi + mid + lo parts each exact in the half type, so
+// the kernel's float32 dot products sum them back to about float32 precision.
+constexpr int64_t kHalfParts = 3;
 // ... and is clamped below at -1000 first: exp(-1000) is 0 in float32 (nothing changes) and
 // r_j / scale stays far inside float16's range.
 constexpr double kCudaBiasFloor = -1000.0;
@@ -86,15 +87,21 @@ FlashGrads cpu_backward(const at::Tensor& d_o, const at::Tensor& q, const at::Te
 
 // ---- CUDA: at::_scaled_dot_product_flash_attention (FlashAttention-2); the bias rides in columns. ----
 
-/// hi, mid and lo parts (in k's dtype) of max(r, -1000) / scale.
-std::vector<at::Tensor> bias_columns(const at::Tensor& bias, double scale, at::ScalarType type) {
-  auto rest = bias.to(at::kFloat).clamp_min(kCudaBiasFloor) / scale;
-  std::vector<at::Tensor> parts;
-  for (int64_t i = 0; i < kCudaBiasColumns; ++i) {
-    parts.push_back(rest.to(type));
-    rest = rest - parts.back().to(at::kFloat);
+/// hi, mid and lo parts of float32 x in the half type `type`: each the rounding of what the previous
+/// ones left, so that their float32 sum is x to about float32 precision.
+std::vector<Column> half_parts(const at::Tensor& x, at::ScalarType type) {
+  auto rest = x.to(at::kFloat);
+  std::vector<Column> parts;
+  for (int64_t i = 0; i < kHalfParts; ++i) {
+    parts.push_back({0.0, rest.to(type)});
+    rest = rest - parts.back().values.to(at::kFloat);
   }
   return parts;
+}
+
+/// The key columns of the bias: parts of max(r, -1000) / scale.
+std::vector<Column> bias_columns(const at::Tensor& bias, double scale, at::ScalarType type) {
+  return half_parts(bias.to(at::kFloat).clamp_min(kCudaBiasFloor) / scale, type);
 }
 
 struct CudaOperands {
@@ -109,13 +116,13 @@ CudaOperands cuda_operands(const at::Tensor& q, const at::Tensor& k, const at::T
   const int64_t width = round_up(q.size(-1) + extra, kCudaHeadDimAlign);
   if (!bias.defined()) return {widen(q, width), widen(k, width), widen(v, width), width};
   const auto parts = bias_columns(bias, scale, k.scalar_type());
-  return {widen(q, width, {{1.0}, {1.0}, {1.0}}), widen(k, width, {{0.0, parts[0]}, {0.0, parts[1]}, {0.0, parts[2]}}),
-          widen(v, width), width};
+  return {widen(q, width, {{1.0}, {1.0}, {1.0}}), widen(k, width, {parts[0], parts[1], parts[2]}), widen(v, width),
+          width};
 }
 
 FlashForward cuda_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& bias,
                           double scale) {
-  const auto ops = cuda_operands(q, k, v, bias, scale, bias.defined() ? kCudaBiasColumns : 0);
+  const auto ops = cuda_operands(q, k, v, bias, scale, bias.defined() ? kHalfParts : 0);
   auto r = at::_scaled_dot_product_flash_attention(ops.q, ops.k, ops.v, kNoDropout, kCausal,
                                                    /*return_debug_mask=*/false, scale);
   const int64_t T = q.size(2);
@@ -128,10 +135,17 @@ FlashGrads cuda_backward(const at::Tensor& d_o, const at::Tensor& q, const at::T
                          double scale, const FlashForward& forward) {
   const int64_t d = q.size(-1), T = q.size(2);
   const bool lse_grad = d_lse.defined();
-  const auto ops = cuda_operands(q, k, v, bias, scale, bias.defined() ? kCudaBiasColumns : lse_grad ? 1 : 0);
-  // Column d carries the lse gradient (flash_kernels.h); v is 0 there in every case.
-  const auto d_o_w = widen(d_o, ops.width, {{lse_grad ? 1.0 : 0.0}});
-  const auto out_w = widen(out, ops.width, {lse_grad ? Column{0.0, at::neg(d_lse)} : Column{}});
+  const auto ops = cuda_operands(q, k, v, bias, scale, bias.defined() || lse_grad ? kHalfParts : 0);
+  // Columns d..d+2 carry the lse gradient (flash_kernels.h) as half parts of -dlse against dO = 1; v
+  // is 0 there in every case.
+  at::Tensor d_o_w = d_o, out_w = out;
+  if (lse_grad) {
+    const auto parts = half_parts(at::neg(d_lse), out.scalar_type());
+    d_o_w = widen(d_o, ops.width, {{1.0}, {1.0}, {1.0}});
+    out_w = widen(out, ops.width, {parts[0], parts[1], parts[2]});
+  } else {
+    d_o_w = widen(d_o, ops.width), out_w = widen(out, ops.width);
+  }
   auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_backward(
       rows_contiguous(d_o_w), ops.q, ops.k, ops.v, rows_contiguous(out_w), lse.contiguous(), at::Tensor(), at::Tensor(),
       T, T, kNoDropout, kCausal, forward.philox_seed, forward.philox_offset, scale);

@@ -39,6 +39,7 @@ FlashForward flash_kernel_forward(const at::Tensor& q, const at::Tensor& k, cons
 /// one call serves every arm. Without bias and d_lse this is the kernel's own backward; with either,
 /// the kernel runs on one more column (q_i 1, k_j 0, v_j 0, out_i -d_lse_i, d_o_i 1 or 0), where
 /// dk's extra column is scale * sum_i dS_ij and the extra out . d_o term shifts D_i by -d_lse_i.
+/// (CUDA: three columns each, the bias and -d_lse split into half-precision parts.)
 FlashGrads flash_kernel_backward(const at::Tensor& d_o, const at::Tensor& q, const at::Tensor& k,
                                  const at::Tensor& v, const at::Tensor& out, const at::Tensor& lse,
                                  const at::Tensor& d_lse, const at::Tensor& bias, double scale,

@@ -1,7 +1,7 @@
 // The flash backend on CUDA (FlashAttention-2 through at::_scaled_dot_product_flash_attention, label
 // gpu): every in-attention arm in bfloat16 and float16, head dims 64 and 128, T in {1, 2, 63, 64,
-// 65, 257}, ordinary and extreme parameters (b_h = +-100, gate logits +-200), o, lse and every
-// gradient; determinism of the reductions the backend claims; the whole model under bf16 autocast.
+// 65, 257}, ordinary and extreme parameters (b_h = +-100, gate logits +-200), o, lse, phantom mass
+// and every gradient of a loss reading o and lse; determinism of the reductions the backend claims; the whole model under bf16 autocast.
 // Skipped, with the reason, where no CUDA device exists.
 //
 // Tolerance rule (flash-attention's): against a float64 CPU reference on the same rounded inputs, the
@@ -62,6 +62,7 @@ void expect_run_within_rule(const parity::ArmRun& f, const parity::ArmRun& l, co
                             const std::string& what) {
   expect_within_rule(f.o, l.o, e.o, what + " o");
   expect_within_rule(f.lse, l.lse, e.lse, what + " lse");
+  expect_within_rule(f.phantom, l.phantom, e.phantom, what + " phantom mass");
   expect_within_rule(f.dq, l.dq, e.dq, what + " dq");
   expect_within_rule(f.dk, l.dk, e.dk, what + " dk");
   expect_within_rule(f.dv, l.dv, e.dv, what + " dv");
@@ -81,9 +82,11 @@ TEST_P(CudaFlashArmParity, FlashWithinTwiceTheReferenceError) {
     for (int64_t d : {64, 128}) {
       for (int64_t T : {1, 2, 63, 64, 65, 257}) {
         const auto v = rounded(values(T, d, extreme), dtype);
-        const auto exact = parity::run_arm(arm, parity::as_leaves(v, at::kCPU, at::kDouble), AttentionBackend::reference);
-        const auto low = parity::run_arm(arm, parity::as_leaves(v, at::kCUDA, dtype), AttentionBackend::reference);
-        const auto flash = parity::run_arm(arm, parity::as_leaves(v, at::kCUDA, dtype), AttentionBackend::flash);
+        // The loss reads lse too, so the lse-gradient path runs (phantom-mass probes differentiate it).
+        const auto exact =
+            parity::run_arm(arm, parity::as_leaves(v, at::kCPU, at::kDouble), AttentionBackend::reference, true);
+        const auto low = parity::run_arm(arm, parity::as_leaves(v, at::kCUDA, dtype), AttentionBackend::reference, true);
+        const auto flash = parity::run_arm(arm, parity::as_leaves(v, at::kCUDA, dtype), AttentionBackend::flash, true);
         expect_run_within_rule(flash, low, exact,
                                name + " " + dtype_name(dtype) + " d=" + std::to_string(d) + " T=" + std::to_string(T) +
                                    (extreme ? " extreme" : ""));

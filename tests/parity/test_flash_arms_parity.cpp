@@ -22,33 +22,6 @@ namespace {
 
 enum class Extremes { none, sinks_and_gates };
 
-/// o, lse, phantom mass and gradients of loss = sum(o R) + sum(lse S) (R, S ~ N(0, 1) seeded).
-struct FlashRun {
-  at::Tensor o, lse, phantom, dq, dk, dv, db, dtau, dw, dc;
-};
-
-FlashRun run(const ArmSpec& arm, const parity::ArmLeaves& l, AttentionBackend backend) {
-  for (const auto* t : {&l.q, &l.k, &l.v, &l.b, &l.tau, &l.w, &l.c})
-    if (t->grad().defined()) t->mutable_grad().reset();
-  ArmLayerParams params;
-  if (arm.sink == SinkKind::learned) params.sink_logit = l.b;
-  if (arm.gate == GateKind::norm) params.gate_tau = l.tau;
-  if (arm.gate == GateKind::projection) params.gate_w = l.w, params.gate_c = l.c;
-  const auto keys = prepare_keys(arm, params, l.k, l.v, false, backend);
-  const auto out = arm_attention(arm, params, l.q, keys, false, backend);
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(17);
-  const auto f64 = at::TensorOptions().dtype(at::kDouble);
-  const auto R = at::normal(0.0, 1.0, out.o.sizes(), gen, f64).to(out.o.options());
-  const auto S = at::normal(0.0, 1.0, out.lse.sizes(), gen, f64).to(out.lse.options());
-  ((out.o * R).sum() + (out.lse * S).sum()).backward();
-  const auto sink = effective_sink_logit(arm, params, l.q.size(1), out.lse.options());
-  auto host = [](const at::Tensor& t) { return t.defined() ? t.detach().to(at::kDouble) : t; };
-  return {host(out.o),       host(out.lse),     sink.defined() ? host(phantom_mass(out.lse, sink)) : at::Tensor(),
-          host(l.q.grad()),  host(l.k.grad()),  host(l.v.grad()),
-          host(l.b.grad()),  host(l.tau.grad()), host(l.w.grad()),
-          host(l.c.grad())};
-}
-
 /// Seeded values; with extremes, sinks alternate +100 / -100 over heads and the gates' logits sit
 /// near +200 / -200 (norm: tau_h = -24 or 26 against ||v|| / sqrt(d) ~ 1, beta = 8; projection: c_h).
 parity::ArmLeaves values(int64_t T, Extremes extremes) {
@@ -62,21 +35,7 @@ parity::ArmLeaves values(int64_t T, Extremes extremes) {
   return l;
 }
 
-void expect_runs_match(const FlashRun& got, const FlashRun& want, double tol, const std::string& what) {
-  using parity::expect_close;
-  expect_close(got.o, want.o, tol, what + " o");
-  expect_close(got.lse, want.lse, tol, what + " lse");
-  expect_close(got.phantom, want.phantom, tol, what + " phantom mass");
-  expect_close(got.dq, want.dq, tol, what + " dq");
-  expect_close(got.dk, want.dk, tol, what + " dk");
-  expect_close(got.dv, want.dv, tol, what + " dv");
-  expect_close(got.db, want.db, tol, what + " d b_h");
-  expect_close(got.dtau, want.dtau, tol, what + " d tau_h");
-  expect_close(got.dw, want.dw, tol, what + " d w_h");
-  expect_close(got.dc, want.dc, tol, what + " d c_h");
-}
-
-void expect_bit_identical(const FlashRun& a, const FlashRun& b, const std::string& what) {
+void expect_bit_identical(const parity::ArmRun& a, const parity::ArmRun& b, const std::string& what) {
   const std::vector<std::pair<const char*, std::pair<at::Tensor, at::Tensor>>> pairs = {
       {"dq", {a.dq, b.dq}}, {"dk", {a.dk, b.dk}}, {"dv", {a.dv, b.dv}}, {"d b_h", {a.db, b.db}},
       {"d tau_h", {a.dtau, b.dtau}}, {"d w_h", {a.dw, b.dw}}, {"d c_h", {a.dc, b.dc}}};
@@ -97,10 +56,10 @@ TEST_P(FlashArmParity, MatchesReferenceAtEveryLength) {
     const auto what = name + " T=" + std::to_string(T);
     const auto src = values(T, extremes);
     const auto l = parity::as_leaves(src, at::kCPU, dtype);
-    const auto want = run(arm, l, AttentionBackend::reference);
-    const auto got = run(arm, l, AttentionBackend::flash);
-    expect_runs_match(got, want, tol, what);
-    expect_bit_identical(got, run(arm, l, AttentionBackend::flash), what);
+    const auto want = parity::run_arm(arm, l, AttentionBackend::reference, /*lse_in_loss=*/true);
+    const auto got = parity::run_arm(arm, l, AttentionBackend::flash, /*lse_in_loss=*/true);
+    parity::expect_arm_runs_close(got, want, tol, what);
+    expect_bit_identical(got, parity::run_arm(arm, l, AttentionBackend::flash, true), what);
     // Every finite: b_h = +-100 and gate logits +-200 must not overflow anywhere.
     for (const auto* t : {&got.o, &got.lse, &got.dq, &got.dk, &got.dv, &got.db, &got.dtau, &got.dw, &got.dc}) {
       if (t->defined()) {

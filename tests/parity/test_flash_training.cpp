@@ -10,35 +10,24 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
-#include <random>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "attnlab/arm.h"
+#include "arm_runner.h"
 #include "attnlab/trainer.h"
 #include "unit/shard_files.h"
 
 namespace attnlab {
 namespace {
 
-/// Short repeating phrases with noise over a 64-token vocabulary: the loss falls within a few steps.
-std::vector<uint16_t> phrases(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<uint16_t> out;
-  while (out.size() < n) {
-    const uint16_t start = rng() % 48;
-    for (uint16_t t = 0; t < 8 && out.size() < n; ++t) out.push_back((start + 3 * t) % 64);
-  }
-  return out;
-}
-
 class FlashTraining : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    dir_.write_shard("toy_val_000000.bin", {phrases(2048, 1)});
-    dir_.write_shard("toy_train_000001.bin", {phrases(20000, 2)});
+    // Counting modulo 64: next token = this one + 1, learnable within a few steps.
+    dir_.write_shard("toy_val_000000.bin", {testing::iota_tokens(2048, 7, 64)});
+    dir_.write_shard("toy_train_000001.bin", {testing::iota_tokens(20000, 0, 64)});
     dir_.write_text("tokenizer.json", R"({"tokenizer": "sentencepiece", "vocab_size": 64, "source": "test"})");
     dir_.write_text("run.yaml",
                     "model: {n_layer: 2, n_head: 2, d_model: 32, block_size: 32, vocab_size: 64}\n"
@@ -79,13 +68,7 @@ TEST_P(FlashTraining, LossesMatchTheReferenceBackendFor20Steps) {
   EXPECT_LT(got.back(), got.front() - 0.5) << "the run did not learn";  // the runs train, not merely agree
 }
 
-std::vector<std::string> every_arm() {
-  std::vector<std::string> names;
-  for (const auto& arm : all_arms()) names.push_back(arm.name);
-  return names;
-}
-
-INSTANTIATE_TEST_SUITE_P(AllArms, FlashTraining, ::testing::ValuesIn(every_arm()),
+INSTANTIATE_TEST_SUITE_P(AllArms, FlashTraining, ::testing::ValuesIn(parity::all_arm_names()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

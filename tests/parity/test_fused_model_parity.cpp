@@ -13,7 +13,7 @@
 
 #include "attnlab/init.h"
 #include "attnlab/model.h"
-#include "parity_helpers.h"
+#include "arm_runner.h"
 
 namespace attnlab {
 namespace {
@@ -95,13 +95,7 @@ TEST_P(ModelParity, FusedKvCacheDecodingMatchesFullReferenceForward) {
   parity::expect_close(at::cat(parts, 1), full, 1e-12, GetParam() + " cached logits");
 }
 
-std::vector<std::string> every_arm() {
-  std::vector<std::string> names;
-  for (const auto& arm : all_arms()) names.push_back(arm.name);
-  return names;
-}
-
-INSTANTIATE_TEST_SUITE_P(AllArms, ModelParity, ::testing::ValuesIn(every_arm()),
+INSTANTIATE_TEST_SUITE_P(AllArms, ModelParity, ::testing::ValuesIn(parity::all_arm_names()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

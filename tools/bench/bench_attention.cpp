@@ -18,7 +18,6 @@
 // reports VmHWM - VmRSS around one call: the bytes the call itself needed beyond its inputs. CUDA:
 // the caching allocator's peak allocated bytes around one call, minus what was allocated before it.
 #include <malloc.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -41,10 +40,12 @@
 #include "attnlab/arm_params.h"
 #include "attnlab/copy_count.h"
 #include "attnlab/flash_attention.h"
+#include "bench_common.h"
 
 namespace {
 
 using attnlab::AttentionBackend;
+namespace bench = attnlab::bench;
 
 struct Setup {
   std::string device = "cpu";
@@ -83,11 +84,13 @@ double causal_flops(const Setup& s, int64_t T, bool backward) {
   return backward ? 3.5 * forward : forward;
 }
 
-/// Inputs of one case: q, k, v [B, H, T, d] and the arm's parameters at their initial values.
+/// Inputs of one case, laid out as in the model: q, k, v [B, H, T, d] are views of one [B, T, 3, H, d]
+/// tensor (c_attn's output), the output goes back to [B, T, H, d] memory as the layer's transpose
+/// does, and its gradient arrives there; the arm's parameters at their initial values.
 struct Workload {
   attnlab::ArmSpec arm;
   AttentionBackend backend;
-  at::Tensor q, k, v, d_o;
+  at::Tensor qkv, d_y;
   attnlab::ArmLayerParams params;
   std::vector<at::Tensor> leaves;
 
@@ -95,10 +98,8 @@ struct Workload {
     backend = attnlab::parse_attention_backend(c.backend);
     auto opts = at::TensorOptions().dtype(parse_dtype(s.dtype)).device(s.device);
     auto leaf = [&](at::Tensor t) { return leaves.emplace_back(t.requires_grad_(c.backward)); };
-    q = leaf(at::randn({s.B, s.H, c.T, s.d}, opts));
-    k = leaf(at::randn({s.B, s.H, c.T, s.d}, opts));
-    v = leaf(at::randn({s.B, s.H, c.T, s.d}, opts));
-    d_o = at::randn({s.B, s.H, c.T, s.d}, opts);
+    qkv = leaf(at::randn({s.B, c.T, 3, s.H, s.d}, opts));
+    d_y = at::randn({s.B, c.T, s.H, s.d}, opts);
     auto acc = opts.dtype(at::kFloat);
     for (const auto& p : attnlab::attention_params(arm, s.H, s.d)) {
       auto t = leaf(at::full(p.shape, p.init_value, acc));
@@ -109,12 +110,15 @@ struct Workload {
     }
   }
 
-  /// One forward (and backward): exactly what a training step's attention does.
+  /// One forward (and backward): exactly what a training step's attention layer does between c_attn
+  /// and c_proj.
   void step(bool backward) {
     for (auto& t : leaves) t.mutable_grad().reset();
-    const auto keys = attnlab::prepare_keys(arm, params, k, v, false, backend);
-    const auto out = attnlab::arm_attention(arm, params, q, keys, false, backend);
-    if (backward) out.o.backward(d_o);
+    auto head = [&](int64_t i) { return qkv.select(2, i).transpose(1, 2); };  // [B, H, T, d] view
+    const auto keys = attnlab::prepare_keys(arm, params, head(1), head(2), false, backend);
+    const auto out = attnlab::arm_attention(arm, params, head(0), keys, false, backend);
+    const auto y = out.o.transpose(1, 2).contiguous();  // [B, T, H, d], as the layer hands c_proj
+    if (backward) y.backward(d_y);
   }
 };
 
@@ -122,28 +126,17 @@ void synchronize(const Setup& s) {
   if (s.device != "cpu") torch::cuda::synchronize();
 }
 
-/// Milliseconds now on the chosen clock: wall (steady) or this process's CPU time.
-double now_ms(const Setup& s) {
-  if (!s.cpu_clock) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  }
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return 1e3 * static_cast<double>(ts.tv_sec) + 1e-6 * static_cast<double>(ts.tv_nsec);
-}
-
 double median_ms(const Setup& s, Workload& w, bool backward) {
   std::vector<double> times;
-  const double start = now_ms(s);
-  while (times.size() < 3 || now_ms(s) - start < 1e3 * s.min_time) {
-    const double t0 = now_ms(s);
+  const double start = bench::now_ms(s.cpu_clock);
+  while (times.size() < 3 || bench::now_ms(s.cpu_clock) - start < 1e3 * s.min_time) {
+    const double t0 = bench::now_ms(s.cpu_clock);
     w.step(backward);
     synchronize(s);
-    times.push_back(now_ms(s) - t0);
+    times.push_back(bench::now_ms(s.cpu_clock) - t0);
     if (times.size() >= 50) break;
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return bench::median(times);
 }
 
 /// kB value of a /proc/self/status field, as bytes.

@@ -63,7 +63,9 @@ struct AttentionRequest {
 ///    float32 or float64 (where it measured faster than the tiled CPU twin, docs/benchmarks.md) and on
 ///    CUDA (bfloat16 / float16) once a GPU parity run of the flash backend is recorded;
 ///  - otherwise fused on CPU; on CUDA the reference until a GPU parity run of the fused kernels is
-///    recorded in docs/benchmarks.md (logged once).
+///    recorded in docs/benchmarks.md.
+/// `automatic` logs what it runs and why once per kind of call (device, dtype, probabilities, key
+/// mask, decoding): at info level, and as a warning when CUDA falls back to the reference.
 AttentionBackend resolve_backend(AttentionBackend requested, const AttentionRequest& request);
 
 /// The request of attention of queries q [B, H, Tq, d] over keys of length k_len.

@@ -3,7 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <mutex>
+#include <set>
 #include <stdexcept>
+#include <tuple>
 
 #include "attnlab/flash_attention.h"
 #include "attnlab/fused_attention.h"
@@ -23,12 +25,50 @@ constexpr bool kFlashCudaParityRecorded = false;
 // tiled CPU twin (docs/benchmarks.md, "Flash backend (CPU)").
 bool flash_preferred_on_cpu(at::ScalarType dtype) { return dtype == at::kFloat || dtype == at::kDouble; }
 
-void log_cuda_fallback_once() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    spdlog::warn("attention backend auto: using the reference on CUDA; the fused CUDA kernels await a recorded GPU "
-                 "parity run (docs/benchmarks.md)");
-  });
+/// What `automatic` runs for a request, and why (the choice table of docs/kernels.md).
+struct AutoChoice {
+  AttentionBackend backend;
+  std::string why;
+};
+
+AutoChoice automatic_choice(const AttentionRequest& r) {
+  if (r.return_probs) return {AttentionBackend::reference, "the probabilities were asked for; only it forms them"};
+  const auto refusal = flash_refusal(r.device, r.dtype, r.head_dim, r.q_len, r.k_len, r.key_mask);
+  if (refusal.empty() && r.device.is_cpu() && flash_preferred_on_cpu(r.dtype)) {
+    return {AttentionBackend::flash, "measured faster than the fused CPU kernels (docs/benchmarks.md)"};
+  }
+  if (refusal.empty() && r.device.is_cuda() && kFlashCudaParityRecorded) {
+    return {AttentionBackend::flash, "its GPU parity run is recorded (docs/benchmarks.md)"};
+  }
+  auto why = !refusal.empty()        ? "not flash: " + refusal
+             : r.device.is_cpu()     ? std::string("not flash: not measured faster for this dtype")
+                                     : std::string("not flash: its GPU parity run is not recorded yet");
+  if (r.device.is_cuda() && !(kFusedCudaParityRecorded && fused_cuda_compiled())) {
+    return {AttentionBackend::reference, why + "; not fused: the fused CUDA kernels await a recorded GPU parity run"};
+  }
+  return {AttentionBackend::fused, why};
+}
+
+/// Says once per kind of call (device, dtype, probabilities, key mask, decoding) and choice what
+/// `automatic` runs and why, so that a run's log names the backend its attention ran on. Falling back
+/// to the O(T^2) reference on CUDA is a warning.
+void log_automatic_choice(const AttentionRequest& r, const AutoChoice& choice) {
+  static std::mutex mutex;
+  static std::set<std::tuple<int, int, bool, bool, bool, int>> said;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    const bool decoding = r.q_len != r.k_len;
+    if (!said.emplace(static_cast<int>(r.device.type()), static_cast<int>(r.dtype), r.return_probs, r.key_mask,
+                      decoding, static_cast<int>(choice.backend))
+             .second) {
+      return;
+    }
+  }
+  const auto level =
+      r.device.is_cuda() && choice.backend == AttentionBackend::reference ? spdlog::level::warn : spdlog::level::info;
+  spdlog::log(level, "attention backend auto: {} for {} {} attention{}{}: {}", to_string(choice.backend),
+              c10::DeviceTypeName(r.device.type(), /*lower_case=*/true), c10::toString(r.dtype),
+              r.return_probs ? " with probabilities" : "", r.key_mask ? " with a key mask" : "", choice.why);
 }
 
 void require_plain_softmax(const ArmSpec& arm) {
@@ -83,16 +123,9 @@ AttentionRequest attention_request(const at::Tensor& q, int64_t k_len, bool retu
 
 AttentionBackend resolve_backend(AttentionBackend requested, const AttentionRequest& r) {
   if (requested != AttentionBackend::automatic) return requested;
-  if (r.return_probs) return AttentionBackend::reference;
-  const bool flash_fits = flash_refusal(r.device, r.dtype, r.head_dim, r.q_len, r.k_len, r.key_mask).empty();
-  if (flash_fits && (r.device.is_cpu() ? flash_preferred_on_cpu(r.dtype) : kFlashCudaParityRecorded)) {
-    return AttentionBackend::flash;
-  }
-  if (r.device.is_cuda() && !(kFusedCudaParityRecorded && fused_cuda_compiled())) {
-    log_cuda_fallback_once();
-    return AttentionBackend::reference;
-  }
-  return AttentionBackend::fused;
+  const auto choice = automatic_choice(r);
+  log_automatic_choice(r, choice);
+  return choice.backend;
 }
 
 PreparedKeys prepare_keys(const ArmSpec& arm, const ArmLayerParams& params, const at::Tensor& k,

@@ -1,6 +1,11 @@
 // The backend switch of arm_attention (issue 5): names, what `auto` picks, what each backend refuses,
 // and sdpa against the reference on the baseline arm.
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <sstream>
 
 #include "attnlab/arm_attention.h"
 #include "attnlab/flash_attention.h"
@@ -51,6 +56,27 @@ TEST(AttentionBackends, AutoUsesReferenceOnCudaUntilGpuParityIsRecorded) {
     EXPECT_EQ(resolve_backend(AttentionBackend::automatic, request(at::Device(at::kCUDA, 0), dtype)),
               AttentionBackend::reference);
   }
+}
+
+// `auto` never picks silently: it names what it runs and why, once per kind of call.
+TEST(AttentionBackends, AutoLogsItsChoiceOncePerKindOfCall) {
+  std::ostringstream log;
+  const auto logger = spdlog::default_logger();
+  const auto level = logger->level();
+  logger->set_level(spdlog::level::info);
+  logger->sinks().push_back(std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
+  auto masked = request(at::kCPU, at::kHalf);  // a kind of call no other test here resolves
+  masked.key_mask = true;
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(resolve_backend(AttentionBackend::automatic, masked), AttentionBackend::fused);
+  resolve_backend(AttentionBackend::fused, masked);  // an explicit choice: nothing to say
+  logger->sinks().pop_back();
+  logger->set_level(level);
+  const auto text = log.str();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  EXPECT_NE(text.find("attention backend auto: fused for cpu Half attention with a key mask: not flash: "
+                      "the flash kernels take no key mask"),
+            std::string::npos)
+      << text;
 }
 
 TEST(AttentionBackends, FlashRefusalsNameTheReason) {

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "attnlab/arm_attention.h"
+#include "extra_arm.h"  // before any suite enumerates the registry
 #include "parity_helpers.h"
 
 namespace attnlab::parity {
@@ -83,13 +84,6 @@ inline void expect_arm_runs_close(const ArmRun& got, const ArmRun& want, double 
 /// `name` as an arm; "renorm_proj" is renorm with the projection gate form (SPEC: configurable).
 inline ArmSpec arm_named(const std::string& name) {
   return name == "renorm_proj" ? with_routing_gate(arm_by_name("renorm"), GateKind::projection) : arm_by_name(name);
-}
-
-/// Every arm of the registry, sink_token included.
-inline std::vector<std::string> all_arm_names() {
-  std::vector<std::string> names;
-  for (const auto& arm : all_arms()) names.push_back(arm.name);
-  return names;
 }
 
 /// Every in-attention arm, plus renorm_proj. sink_token acts on the sequence (model-level tests).

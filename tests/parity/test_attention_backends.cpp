@@ -1,4 +1,4 @@
-// The backend switch of arm_attention (issue 5): names, what `auto` picks, what each backend refuses,
+// The backend switch of arm_attention: names, what `auto` picks, what each backend refuses,
 // and sdpa against the reference on the baseline arm.
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>

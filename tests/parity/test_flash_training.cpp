@@ -68,7 +68,7 @@ TEST_P(FlashTraining, LossesMatchTheReferenceBackendFor20Steps) {
   EXPECT_LT(got.back(), got.front() - 0.5) << "the run did not learn";  // the runs train, not merely agree
 }
 
-INSTANTIATE_TEST_SUITE_P(AllArms, FlashTraining, ::testing::ValuesIn(parity::all_arm_names()),
+INSTANTIATE_TEST_SUITE_P(AllArms, FlashTraining, ::testing::ValuesIn(testing_extra::registry_arm_names()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -95,7 +95,7 @@ TEST_P(ModelParity, FusedKvCacheDecodingMatchesFullReferenceForward) {
   parity::expect_close(at::cat(parts, 1), full, 1e-12, GetParam() + " cached logits");
 }
 
-INSTANTIATE_TEST_SUITE_P(AllArms, ModelParity, ::testing::ValuesIn(parity::all_arm_names()),
+INSTANTIATE_TEST_SUITE_P(AllArms, ModelParity, ::testing::ValuesIn(testing_extra::registry_arm_names()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

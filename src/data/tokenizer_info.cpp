@@ -1,7 +1,6 @@
 // tokenizer.json beside the shards (written by tools/prepare_data.py), the vocab check and the
 // comparison of two directories' tokenizers.
-#include <sys/stat.h>
-
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -73,9 +72,10 @@ std::string model_bytes(const TokenizerInfo& info) {
 
 TokenizerInfo read_tokenizer_info(const std::string& dir) {
   const std::string file = dir + "/tokenizer.json";
-  struct stat st {};  // not std::filesystem: libtorch.so exports a copy of it that can crash
-  if (::stat(file.c_str(), &st) != 0) return unknown_tokenizer(dir);
-  if (!S_ISREG(st.st_mode)) throw DataError(fmt::format("{}: not a regular file", file));
+  std::error_code ec;
+  const auto status = std::filesystem::status(file, ec);
+  if (!std::filesystem::exists(status)) return unknown_tokenizer(dir);
+  if (!std::filesystem::is_regular_file(status)) throw DataError(fmt::format("{}: not a regular file", file));
   std::ifstream in(file);
   if (!in) throw DataError(fmt::format("{}: cannot be read", file));
   std::stringstream text;

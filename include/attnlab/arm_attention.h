@@ -28,27 +28,54 @@ struct PreparedKeys {
   at::Tensor read_norm;     ///< [B, H, T] ||v_j|| of the ungated read, only when asked for
 };
 
-/// Which implementation computes the shared form (config key `attention.backend`, issue 5):
+/// Which implementation computes the shared form (config key `attention.backend`; the choice table
+/// is in docs/kernels.md, "Selecting a backend"):
 ///  - reference: the composed ops of attention.h / gates.h; any device and dtype; the only one that
 ///    returns probabilities; memory O(T^2).
 ///  - fused: the tiled kernels (fused_attention.h, fused_gate.h); memory O(T); CPU always, CUDA when
 ///    the build has the kernels; never returns probabilities (asking throws).
 ///  - sdpa: at::scaled_dot_product_attention; only arms whose attention is the plain causal softmax
 ///    (baseline, and sink_token, whose extra token lives outside attention); o only, lse undefined.
-///  - automatic: fused on CPU; on CUDA the reference until a GPU parity run of the fused kernels is
-///    recorded in docs/benchmarks.md (logged once); the reference whenever probabilities are asked for.
-enum class AttentionBackend { reference, fused, sdpa, automatic };
+///  - flash: LibTorch's flash kernels with exact corrections for every arm (flash_attention.h);
+///    memory O(T); the square causal case only (no KV-cache decoding, no key mask), CUDA in
+///    bfloat16 / float16 only; never returns probabilities.
+///  - automatic: resolve_backend() below.
+enum class AttentionBackend { reference, fused, sdpa, flash, automatic };
 
-/// "auto" | "fused" | "reference" | "sdpa"; throws std::invalid_argument naming the valid values.
+/// "auto" | "fused" | "reference" | "sdpa" | "flash"; throws std::invalid_argument naming the valid values.
 AttentionBackend parse_attention_backend(const std::string& name);
 std::string to_string(AttentionBackend backend);
 
-/// The backend that runs for tensors on `device` (resolves automatic as described above).
-AttentionBackend resolve_backend(AttentionBackend requested, const at::Device& device, bool return_probs = false);
+/// What one attention call asks of a backend: where it runs and what it needs.
+struct AttentionRequest {
+  at::Device device = at::kCPU;
+  at::ScalarType dtype = at::kFloat;  ///< dtype of q, k, v
+  int64_t head_dim = 64;
+  int64_t q_len = 1, k_len = 1;       ///< Tq <= Tk; Tq < Tk is KV-cache decoding
+  bool key_mask = false;
+  bool return_probs = false;
+};
+
+/// The backend that runs `request`. An explicit backend is returned as is (arm_attention throws if
+/// it cannot serve the request). `automatic` resolves to:
+///  - reference whenever probabilities are asked for;
+///  - flash where flash_refusal() (flash_attention.h) has no objection, on CPU when the dtype is
+///    float32 or float64 (where it measured faster than the tiled CPU twin, docs/benchmarks.md) and on
+///    CUDA (bfloat16 / float16) once a GPU parity run of the flash backend is recorded;
+///  - otherwise fused on CPU; on CUDA the reference until a GPU parity run of the fused kernels is
+///    recorded in docs/benchmarks.md.
+/// `automatic` logs what it runs and why once per kind of call (device, dtype, probabilities, key
+/// mask, decoding): at info level, and as a warning when CUDA falls back to the reference.
+AttentionBackend resolve_backend(AttentionBackend requested, const AttentionRequest& request);
+
+/// The request of attention of queries q [B, H, Tq, d] over keys of length k_len.
+AttentionRequest attention_request(const at::Tensor& q, int64_t k_len, bool return_probs = false);
 
 /// Gate and route the keys of one layer. k, v: [B, H, T, d]. `with_read_norms` also fills read_norm.
-/// With a backend resolving to fused, the gate is the fused gate kernel (fused_gate.h); the values
-/// agree with the composed gate up to round-off.
+/// With a backend resolving to fused, the gate is the fused gate kernel (fused_gate.h); otherwise,
+/// flash included, the composed gate of gates.h: it reads the model's strided v in place (the fused
+/// kernel wants a contiguous copy) and its parameter gradients are LibTorch reductions, deterministic
+/// on CUDA too (the fused CUDA gate sums them with atomics). The values agree up to round-off.
 PreparedKeys prepare_keys(const ArmSpec& arm, const ArmLayerParams& params, const at::Tensor& k,
                           const at::Tensor& v, bool with_read_norms = false,
                           AttentionBackend backend = AttentionBackend::reference);
@@ -60,7 +87,8 @@ at::Tensor effective_sink_logit(const ArmSpec& arm, const ArmLayerParams& params
 /// Causal attention of queries q [B, H, Tq, d] over prepared keys (Tk >= Tq; queries are the last Tq
 /// positions). Returns o [B, H, Tq, d], lse [B, H, Tq] (undefined for sdpa) and, when asked, probs
 /// [B, H, Tq, Tk]. Throws std::invalid_argument when the backend cannot serve the request: probs from
-/// fused or sdpa, or sdpa for an arm with a sink or gate (the message names the arm).
+/// fused, sdpa or flash, sdpa for an arm with a sink or gate (the message names the arm), or flash
+/// for what flash_refusal() refuses (the message says why).
 AttentionResult arm_attention(const ArmSpec& arm, const ArmLayerParams& params, const at::Tensor& q,
                               const PreparedKeys& keys, bool return_probs = false,
                               AttentionBackend backend = AttentionBackend::reference);

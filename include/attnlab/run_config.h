@@ -17,7 +17,7 @@
 namespace attnlab {
 
 struct AttentionConfig {
-  std::string backend = "auto";  ///< auto | fused | reference | sdpa (sdpa: baseline only)
+  std::string backend = "auto";  ///< auto | fused | reference | sdpa | flash (sdpa: baseline only)
 };
 
 struct DataConfig {

@@ -3,8 +3,11 @@
 #include <spdlog/spdlog.h>
 
 #include <mutex>
+#include <set>
 #include <stdexcept>
+#include <tuple>
 
+#include "attnlab/flash_attention.h"
 #include "attnlab/fused_attention.h"
 #include "attnlab/fused_gate.h"
 #include "attnlab/gates.h"
@@ -13,22 +16,72 @@
 namespace attnlab {
 namespace {
 
-// Issue 5: `automatic` may pick the fused CUDA kernels only once a GPU parity run is recorded in
+// `automatic` may pick the fused CUDA kernels only once a GPU parity run is recorded in
 // docs/benchmarks.md. Flip this in the same commit that records it.
 constexpr bool kFusedCudaParityRecorded = false;
+// Likewise for the flash backend on CUDA (tests/gpu/test_flash_cuda_parity.cpp via scripts/gpu_check.sh).
+constexpr bool kFlashCudaParityRecorded = false;
+// CPU dtypes for which `automatic` picks flash: where the flash kernels measured faster than the
+// tiled CPU twin (docs/benchmarks.md, "Flash backend (CPU)").
+bool flash_preferred_on_cpu(at::ScalarType dtype) { return dtype == at::kFloat || dtype == at::kDouble; }
 
-void log_cuda_fallback_once() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    spdlog::warn("attention backend auto: using the reference on CUDA; the fused CUDA kernels await a recorded GPU "
-                 "parity run (docs/benchmarks.md)");
-  });
+/// What `automatic` runs for a request, and why (the choice table of docs/kernels.md).
+struct AutoChoice {
+  AttentionBackend backend;
+  std::string why;
+};
+
+AutoChoice automatic_choice(const AttentionRequest& r) {
+  if (r.return_probs) return {AttentionBackend::reference, "the probabilities were asked for; only it forms them"};
+  const auto refusal = flash_refusal(r.device, r.dtype, r.head_dim, r.q_len, r.k_len, r.key_mask);
+  if (refusal.empty() && r.device.is_cpu() && flash_preferred_on_cpu(r.dtype)) {
+    return {AttentionBackend::flash, "measured faster than the fused CPU kernels (docs/benchmarks.md)"};
+  }
+  if (refusal.empty() && r.device.is_cuda() && kFlashCudaParityRecorded) {
+    return {AttentionBackend::flash, "its GPU parity run is recorded (docs/benchmarks.md)"};
+  }
+  auto why = !refusal.empty()        ? "not flash: " + refusal
+             : r.device.is_cpu()     ? std::string("not flash: not measured faster for this dtype")
+                                     : std::string("not flash: its GPU parity run is not recorded yet");
+  if (r.device.is_cuda() && !(kFusedCudaParityRecorded && fused_cuda_compiled())) {
+    return {AttentionBackend::reference, why + "; not fused: the fused CUDA kernels await a recorded GPU parity run"};
+  }
+  return {AttentionBackend::fused, why};
+}
+
+/// Says once per kind of call (device, dtype, probabilities, key mask, decoding) and choice what
+/// `automatic` runs and why, so that a run's log names the backend its attention ran on. Falling back
+/// to the O(T^2) reference on CUDA is a warning.
+void log_automatic_choice(const AttentionRequest& r, const AutoChoice& choice) {
+  static std::mutex mutex;
+  static std::set<std::tuple<int, int, bool, bool, bool, int>> said;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    const bool decoding = r.q_len != r.k_len;
+    if (!said.emplace(static_cast<int>(r.device.type()), static_cast<int>(r.dtype), r.return_probs, r.key_mask,
+                      decoding, static_cast<int>(choice.backend))
+             .second) {
+      return;
+    }
+  }
+  const auto level =
+      r.device.is_cuda() && choice.backend == AttentionBackend::reference ? spdlog::level::warn : spdlog::level::info;
+  spdlog::log(level, "attention backend auto: {} for {} {} attention{}{}: {}", to_string(choice.backend),
+              c10::DeviceTypeName(r.device.type(), /*lower_case=*/true), c10::toString(r.dtype),
+              r.return_probs ? " with probabilities" : "", r.key_mask ? " with a key mask" : "", choice.why);
 }
 
 void require_plain_softmax(const ArmSpec& arm) {
   if (arm.sink != SinkKind::none || arm.gate != GateKind::none) {
     throw std::invalid_argument("attention backend 'sdpa' runs the plain causal softmax only (baseline); arm '" +
                                 arm.name + "' has a sink or gate: use 'fused' or 'reference'");
+  }
+}
+
+void require_flash_support(const AttentionRequest& r) {
+  const auto reason = flash_refusal(r.device, r.dtype, r.head_dim, r.q_len, r.k_len, r.key_mask);
+  if (!reason.empty()) {
+    throw std::invalid_argument("attention backend 'flash': " + reason + "; use 'auto', 'fused' or 'reference'");
   }
 }
 
@@ -46,7 +99,8 @@ AttentionBackend parse_attention_backend(const std::string& name) {
   if (name == "fused") return AttentionBackend::fused;
   if (name == "reference") return AttentionBackend::reference;
   if (name == "sdpa") return AttentionBackend::sdpa;
-  throw std::invalid_argument("unknown attention backend '" + name + "'; valid: auto, fused, reference, sdpa");
+  if (name == "flash") return AttentionBackend::flash;
+  throw std::invalid_argument("unknown attention backend '" + name + "'; valid: auto, fused, reference, sdpa, flash");
 }
 
 std::string to_string(AttentionBackend backend) {
@@ -55,18 +109,23 @@ std::string to_string(AttentionBackend backend) {
     case AttentionBackend::fused: return "fused";
     case AttentionBackend::reference: return "reference";
     case AttentionBackend::sdpa: return "sdpa";
+    case AttentionBackend::flash: return "flash";
   }
   return "?";
 }
 
-AttentionBackend resolve_backend(AttentionBackend requested, const at::Device& device, bool return_probs) {
+AttentionRequest attention_request(const at::Tensor& q, int64_t k_len, bool return_probs) {
+  AttentionRequest r;
+  r.device = q.device(), r.dtype = q.scalar_type(), r.head_dim = q.size(-1);
+  r.q_len = q.size(-2), r.k_len = k_len, r.return_probs = return_probs;
+  return r;
+}
+
+AttentionBackend resolve_backend(AttentionBackend requested, const AttentionRequest& r) {
   if (requested != AttentionBackend::automatic) return requested;
-  if (return_probs) return AttentionBackend::reference;
-  if (device.is_cuda() && !(kFusedCudaParityRecorded && fused_cuda_compiled())) {
-    log_cuda_fallback_once();
-    return AttentionBackend::reference;
-  }
-  return AttentionBackend::fused;
+  const auto choice = automatic_choice(r);
+  log_automatic_choice(r, choice);
+  return choice.backend;
 }
 
 PreparedKeys prepare_keys(const ArmSpec& arm, const ArmLayerParams& params, const at::Tensor& k,
@@ -78,7 +137,8 @@ PreparedKeys prepare_keys(const ArmSpec& arm, const ArmLayerParams& params, cons
   if (arm.gate == GateKind::none) return keys;
 
   const GateParams gate{arm.gate, params.gate_tau, params.gate_w, params.gate_c};
-  if (resolve_backend(backend, v.device()) == AttentionBackend::fused) {
+  const auto resolved = resolve_backend(backend, attention_request(v, v.size(2)));
+  if (resolved == AttentionBackend::fused) {
     auto fused = fused_value_gate(v, gate);
     keys.gate = at::exp(fused.log_gate);  // (B, H, T)
     if (arm.slot == GateSlot::value) {
@@ -117,7 +177,8 @@ AttentionResult arm_attention(const ArmSpec& arm, const ArmLayerParams& params, 
   in.routing_bias = keys.routing_bias;
   in.sink_logit = effective_sink_logit(arm, params, q.size(1),
                                        q.options().dtype(q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat));
-  switch (resolve_backend(backend, q.device(), return_probs)) {
+  const auto request = attention_request(q, in.k.size(2), return_probs);
+  switch (resolve_backend(backend, request)) {
     case AttentionBackend::reference:
       return reference_attention(in, return_probs);
     case AttentionBackend::fused:
@@ -127,6 +188,10 @@ AttentionResult arm_attention(const ArmSpec& arm, const ArmLayerParams& params, 
       refuse_probs(return_probs, "sdpa");
       require_plain_softmax(arm);
       return sdpa_attention(in);
+    case AttentionBackend::flash:
+      refuse_probs(return_probs, "flash");
+      require_flash_support(request);
+      return flash_attention(in);
     case AttentionBackend::automatic:
       break;  // resolve_backend never returns it
   }

@@ -203,12 +203,12 @@ void validate(const RunConfig& c) {
   } catch (const std::invalid_argument& e) {
     throw ConfigError(e.what());
   }
-  const std::set<std::string> backends = {"auto", "fused", "reference", "sdpa"};
+  const std::set<std::string> backends = {"auto", "fused", "reference", "sdpa", "flash"};
   require(backends.count(c.attention.backend) > 0,
-          "attention.backend: '" + c.attention.backend + "' is not one of auto, fused, reference, sdpa");
+          "attention.backend: '" + c.attention.backend + "' is not one of auto, fused, reference, sdpa, flash");
   const auto arm = c.model.arm_spec();
   require(c.attention.backend != "sdpa" || (arm.sink == SinkKind::none && arm.gate == GateKind::none),
-          "attention.backend: sdpa computes plain softmax only; model.arm '" + c.model.arm + "' needs fused or reference");
+          "attention.backend: sdpa computes plain softmax only; model.arm '" + c.model.arm + "' needs fused, flash or reference");
   require(!c.data.train.empty(), "data.train: required (a glob of llm.c-format train shards)");
   require(!c.data.val.empty(), "data.val: required (a glob of llm.c-format validation shards)");
   require(c.data.val_tokens > 0, "data.val_tokens: must be positive");

@@ -59,6 +59,9 @@ at::Tensor GPTImpl::run_blocks(at::Tensor x, const ForwardHooks* hooks, KVCache*
 
 at::Tensor GPTImpl::head(const at::Tensor& x) {
   auto logits = at::linear(ln_f(x), wte->weight);  // tied embedding, (B, T, Vpad)
+  // Autograd's backward of a narrow fills a zero tensor and copies into it, even when the narrow keeps
+  // every column: skip it when the vocabulary needs no padding.
+  if (cfg_.vocab_size == cfg_.padded_vocab()) return logits;
   return logits.narrow(-1, 0, cfg_.vocab_size);
 }
 

@@ -16,9 +16,11 @@
 #include "attnlab/activation_capture.h"
 #include "attnlab/batch_sampler.h"
 #include "attnlab/checkpoint.h"
+#include "attnlab/cpu_memory.h"
 #include "attnlab/device.h"
 #include "attnlab/distributed.h"
 #include "attnlab/evaluate.h"
+#include "attnlab/fused_adamw.h"
 #include "attnlab/grad_clip.h"
 #include "attnlab/init.h"
 #include "attnlab/lr_schedule.h"
@@ -34,6 +36,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// AdamW stepped by the fused kernel (fused_adamw.h): torch::optim::AdamW's state, so checkpoints and
+// exact resume are unchanged; one pass per parameter instead of the per-parameter chain of ops.
 std::unique_ptr<torch::optim::AdamW> make_optimizer(GPTImpl& model, const OptimConfig& o) {
   const auto groups = parameter_groups(model);
   auto options = [&](double wd) {
@@ -43,7 +47,7 @@ std::unique_ptr<torch::optim::AdamW> make_optimizer(GPTImpl& model, const OptimC
   std::vector<torch::optim::OptimizerParamGroup> param_groups;
   param_groups.emplace_back(groups.decay, options(o.weight_decay));
   param_groups.emplace_back(groups.no_decay, options(0.0));  // SPEC section 1: excluded from decay
-  return std::make_unique<torch::optim::AdamW>(param_groups, torch::optim::AdamWOptions(o.lr));
+  return std::make_unique<FusedAdamW>(param_groups, torch::optim::AdamWOptions(o.lr));
 }
 
 void set_learning_rate(torch::optim::AdamW& opt, double lr) {
@@ -338,6 +342,7 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
   if (cfg.train.threads > 0) torch::set_num_threads(static_cast<int>(cfg.train.threads));
   Session s{cfg, fs::path(cfg.out_dir)};
   s.device = resolve_device(cfg.train.device);
+  if (s.device.is_cpu()) keep_freed_cpu_memory();  // cpu_memory.h: no page faults on every step's activations
   s.dp = dist::DataParallel::from_environment(s.device, options.collective_timeout);  // CUDA: cuda:LOCAL_RANK
   s.micro_batches = dist::micro_batches_per_rank(cfg, s.dp.world_size());
   check_fits_memory(cfg, device_memory_bytes(s.device), device_name(s.device));  // before any allocation

@@ -5,6 +5,8 @@
 #include <torch/torch.h>
 
 #include "attnlab/arm_attention.h"
+#include "extra_arm.h"  // before any suite enumerates the registry
+#include "parity_helpers.h"
 
 namespace attnlab::parity {
 
@@ -33,12 +35,13 @@ inline ArmLeaves as_leaves(const ArmLeaves& src, const at::Device& device, at::S
           leaf(src.tau, acc), leaf(src.w, acc),   leaf(src.c, acc)};
 }
 
-/// Outputs and gradients of loss = sum(o * R), R ~ N(0, 1) seeded; all float64 on the CPU.
+/// Outputs and gradients of loss = sum(o * R) [+ sum(lse * S)], R, S ~ N(0, 1) seeded; all float64 on
+/// the CPU. `phantom` is exp(b_h - lse) for arms with a sink term.
 struct ArmRun {
-  at::Tensor o, lse, dq, dk, dv, db, dtau, dw, dc;
+  at::Tensor o, lse, phantom, dq, dk, dv, db, dtau, dw, dc;
 };
 
-inline ArmRun run_arm(const ArmSpec& arm, const ArmLeaves& l, AttentionBackend backend) {
+inline ArmRun run_arm(const ArmSpec& arm, const ArmLeaves& l, AttentionBackend backend, bool lse_in_loss = false) {
   for (const auto* t : {&l.q, &l.k, &l.v, &l.b, &l.tau, &l.w, &l.c}) {
     if (t->grad().defined()) t->mutable_grad().reset();
   }
@@ -49,12 +52,33 @@ inline ArmRun run_arm(const ArmSpec& arm, const ArmLeaves& l, AttentionBackend b
   const auto keys = prepare_keys(arm, params, l.k, l.v, false, backend);
   const auto out = arm_attention(arm, params, l.q, keys, false, backend);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(17);
-  auto R = at::normal(0.0, 1.0, out.o.sizes(), gen, at::TensorOptions().dtype(at::kDouble)).to(out.o.options());
-  (out.o * R).sum().backward();
+  const auto f64 = at::TensorOptions().dtype(at::kDouble);
+  auto loss = (out.o * at::normal(0.0, 1.0, out.o.sizes(), gen, f64).to(out.o.options())).sum();
+  if (lse_in_loss) loss = loss + (out.lse * at::normal(0.0, 1.0, out.lse.sizes(), gen, f64).to(out.lse.options())).sum();
+  loss.backward();
   auto host = [](const at::Tensor& t) { return t.defined() ? t.detach().to(at::kCPU, at::kDouble) : t; };
   auto grad = [&](const at::Tensor& t) { return host(t.grad()); };
-  return {host(out.o),  host(out.lse), grad(l.q), grad(l.k), grad(l.v),
-          grad(l.b),    grad(l.tau),   grad(l.w), grad(l.c)};
+  at::Tensor phantom;
+  if (out.lse.defined()) {
+    const auto sink = effective_sink_logit(arm, params, l.q.size(1), out.lse.options());
+    if (sink.defined()) phantom = host(phantom_mass(out.lse, sink));
+  }
+  return {host(out.o), host(out.lse), phantom,   grad(l.q), grad(l.k),
+          grad(l.v),   grad(l.b),     grad(l.tau), grad(l.w), grad(l.c)};
+}
+
+/// Every output and gradient of two runs within `tol` (normalised error, parity_helpers.h).
+inline void expect_arm_runs_close(const ArmRun& got, const ArmRun& want, double tol, const std::string& what) {
+  expect_close(got.o, want.o, tol, what + " o");
+  expect_close(got.lse, want.lse, tol, what + " lse");
+  expect_close(got.phantom, want.phantom, tol, what + " phantom mass");
+  expect_close(got.dq, want.dq, tol, what + " dq");
+  expect_close(got.dk, want.dk, tol, what + " dk");
+  expect_close(got.dv, want.dv, tol, what + " dv");
+  expect_close(got.db, want.db, tol, what + " d b_h");
+  expect_close(got.dtau, want.dtau, tol, what + " d tau_h");
+  expect_close(got.dw, want.dw, tol, what + " d w_h");
+  expect_close(got.dc, want.dc, tol, what + " d c_h");
 }
 
 /// `name` as an arm; "renorm_proj" is renorm with the projection gate form (SPEC: configurable).

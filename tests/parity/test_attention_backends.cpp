@@ -1,8 +1,14 @@
-// The backend switch of arm_attention (issue 5): names, what `auto` picks, what each backend refuses,
+// The backend switch of arm_attention: names, what `auto` picks, what each backend refuses,
 // and sdpa against the reference on the baseline arm.
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <sstream>
 
 #include "attnlab/arm_attention.h"
+#include "attnlab/flash_attention.h"
 #include "attnlab/sdpa_attention.h"
 #include "parity_helpers.h"
 
@@ -11,27 +17,89 @@ namespace {
 
 TEST(AttentionBackends, NamesRoundTrip) {
   for (auto b : {AttentionBackend::automatic, AttentionBackend::fused, AttentionBackend::reference,
-                 AttentionBackend::sdpa}) {
+                 AttentionBackend::sdpa, AttentionBackend::flash}) {
     EXPECT_EQ(parse_attention_backend(to_string(b)), b);
   }
   try {
-    parse_attention_backend("flash");
+    parse_attention_backend("fast");
     FAIL() << "no exception";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("'flash'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'fast'"), std::string::npos) << e.what();
   }
 }
 
-TEST(AttentionBackends, AutoUsesFusedOnCpuAndReferenceForProbabilities) {
-  EXPECT_EQ(resolve_backend(AttentionBackend::automatic, at::kCPU), AttentionBackend::fused);
-  EXPECT_EQ(resolve_backend(AttentionBackend::automatic, at::kCPU, /*return_probs=*/true),
-            AttentionBackend::reference);
-  EXPECT_EQ(resolve_backend(AttentionBackend::sdpa, at::kCPU), AttentionBackend::sdpa);
+AttentionRequest request(at::Device device, at::ScalarType dtype, int64_t q_len = 256, int64_t k_len = 256) {
+  AttentionRequest r;
+  r.device = device, r.dtype = dtype, r.q_len = q_len, r.k_len = k_len;
+  return r;
+}
+
+// The choice table of docs/kernels.md, row by row.
+TEST(AttentionBackends, AutoPicksFlashOnCpuFusedForDecodingReferenceForProbabilities) {
+  EXPECT_EQ(resolve_backend(AttentionBackend::automatic, request(at::kCPU, at::kFloat)), AttentionBackend::flash);
+  EXPECT_EQ(resolve_backend(AttentionBackend::automatic, request(at::kCPU, at::kDouble)), AttentionBackend::flash);
+  EXPECT_EQ(resolve_backend(AttentionBackend::automatic, request(at::kCPU, at::kFloat, 1, 9)), AttentionBackend::fused);
+  auto masked = request(at::kCPU, at::kFloat);
+  masked.key_mask = true;
+  EXPECT_EQ(resolve_backend(AttentionBackend::automatic, masked), AttentionBackend::fused);
+  auto probs = request(at::kCPU, at::kFloat);
+  probs.return_probs = true;
+  EXPECT_EQ(resolve_backend(AttentionBackend::automatic, probs), AttentionBackend::reference);
+  EXPECT_EQ(resolve_backend(AttentionBackend::sdpa, request(at::kCPU, at::kFloat)), AttentionBackend::sdpa);
+  EXPECT_EQ(resolve_backend(AttentionBackend::flash, request(at::kCPU, at::kFloat, 1, 9)), AttentionBackend::flash);
 }
 
 TEST(AttentionBackends, AutoUsesReferenceOnCudaUntilGpuParityIsRecorded) {
-  // Issue 5: fused CUDA only after a recorded GPU parity run (docs/benchmarks.md).
-  EXPECT_EQ(resolve_backend(AttentionBackend::automatic, at::Device(at::kCUDA, 0)), AttentionBackend::reference);
+  // Neither the fused CUDA kernels nor the flash backend on CUDA before a recorded GPU parity run
+  // (docs/benchmarks.md).
+  for (auto dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+    EXPECT_EQ(resolve_backend(AttentionBackend::automatic, request(at::Device(at::kCUDA, 0), dtype)),
+              AttentionBackend::reference);
+  }
+}
+
+// `auto` never picks silently: it names what it runs and why, once per kind of call.
+TEST(AttentionBackends, AutoLogsItsChoiceOncePerKindOfCall) {
+  std::ostringstream log;
+  const auto logger = spdlog::default_logger();
+  const auto level = logger->level();
+  logger->set_level(spdlog::level::info);
+  logger->sinks().push_back(std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
+  auto masked = request(at::kCPU, at::kHalf);  // a kind of call no other test here resolves
+  masked.key_mask = true;
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(resolve_backend(AttentionBackend::automatic, masked), AttentionBackend::fused);
+  resolve_backend(AttentionBackend::fused, masked);  // an explicit choice: nothing to say
+  logger->sinks().pop_back();
+  logger->set_level(level);
+  const auto text = log.str();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  EXPECT_NE(text.find("attention backend auto: fused for cpu Half attention with a key mask: not flash: "
+                      "the flash kernels take no key mask"),
+            std::string::npos)
+      << text;
+}
+
+TEST(AttentionBackends, FlashRefusalsNameTheReason) {
+  EXPECT_EQ(flash_refusal(at::kCPU, at::kFloat, 64, 7, 7, false), "");
+  EXPECT_EQ(flash_refusal(at::Device(at::kCUDA, 0), at::kBFloat16, 64, 7, 7, false), "");
+  EXPECT_NE(flash_refusal(at::Device(at::kCUDA, 0), at::kFloat, 64, 7, 7, false).find("bfloat16 or float16"),
+            std::string::npos);
+  EXPECT_NE(flash_refusal(at::kCPU, at::kFloat, 64, 1, 7, false).find("Tq = Tk"), std::string::npos);
+  EXPECT_NE(flash_refusal(at::kCPU, at::kFloat, 64, 7, 7, true).find("key mask"), std::string::npos);
+  EXPECT_NE(flash_refusal(at::Device(at::kCUDA, 0), at::kHalf, 256, 7, 7, false).find("head_dim"), std::string::npos);
+  // arm_attention passes the reason on when flash is asked for explicitly.
+  const auto l = parity::make_leaves([] {
+    parity::Case c;
+    c.Tq = 3, c.Tk = 9, c.dtype = at::kFloat;
+    return c;
+  }());
+  const auto& arm = arm_by_name("baseline");
+  try {
+    arm_attention(arm, {}, l.q, {l.k, l.v, {}, {}, {}}, false, AttentionBackend::flash);
+    ADD_FAILURE() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("KV-cache decoding"), std::string::npos) << e.what();
+  }
 }
 
 parity::Leaves small_leaves(at::ScalarType dtype, int64_t tq = 9) {
@@ -40,11 +108,13 @@ parity::Leaves small_leaves(at::ScalarType dtype, int64_t tq = 9) {
   return parity::make_leaves(c);
 }
 
-TEST(AttentionBackends, FusedRefusesToMaterialiseProbabilities) {
+TEST(AttentionBackends, FusedAndFlashRefuseToMaterialiseProbabilities) {
   const auto l = small_leaves(at::kFloat);
   const auto& arm = arm_by_name("baseline");
   const auto keys = prepare_keys(arm, {}, l.k, l.v);
   EXPECT_THROW(arm_attention(arm, {}, l.q, keys, /*return_probs=*/true, AttentionBackend::fused),
+               std::invalid_argument);
+  EXPECT_THROW(arm_attention(arm, {}, l.q, keys, /*return_probs=*/true, AttentionBackend::flash),
                std::invalid_argument);
   const auto out = arm_attention(arm, {}, l.q, keys, true, AttentionBackend::automatic);
   EXPECT_TRUE(out.probs.defined());  // auto falls back to the reference for probabilities

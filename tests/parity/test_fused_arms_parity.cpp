@@ -27,16 +27,7 @@ TEST_P(ArmParity, FusedMatchesReferenceForwardAndBackward) {
   const ArmRun want = parity::run_arm(arm, l, AttentionBackend::reference);
   const ArmRun got = parity::run_arm(arm, l, AttentionBackend::fused);
   const double tol = dtype == at::kDouble ? 1e-13 : 1e-5;
-  using parity::expect_close;
-  expect_close(got.o, want.o, tol, name + " o");
-  expect_close(got.lse, want.lse, tol, name + " lse");
-  expect_close(got.dq, want.dq, tol, name + " dq");
-  expect_close(got.dk, want.dk, tol, name + " dk");
-  expect_close(got.dv, want.dv, tol, name + " dv");
-  expect_close(got.db, want.db, tol, name + " d b_h");
-  expect_close(got.dtau, want.dtau, tol, name + " d tau_h");
-  expect_close(got.dw, want.dw, tol, name + " d w_h");
-  expect_close(got.dc, want.dc, tol, name + " d c_h");
+  parity::expect_arm_runs_close(got, want, tol, name);
   // The arm's own parameters must receive a gradient (an all-zero one would pass the comparison
   // trivially if both sides dropped it).
   if (arm.sink == SinkKind::learned) {

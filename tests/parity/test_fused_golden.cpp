@@ -1,4 +1,4 @@
-// The fused backend against golden values from an implementation independent of attnlab
+// The fused and flash backends against golden values from an implementation independent of attnlab
 // (tests/data/golden/attention_arms.json, README beside it): every in-attention arm, float64.
 // Tolerances from the golden README: outputs 1e-12 (the file agrees with a second independent
 // implementation to 5e-16; 1e-12 allows our different summation order), gradients 1e-7 (the file's
@@ -9,6 +9,7 @@
 
 #include <fstream>
 #include <functional>
+#include <tuple>
 #include <vector>
 
 #include "attnlab/arm_attention.h"
@@ -37,10 +38,10 @@ at::Tensor tensor_of(const json& j, bool batch = false) {
   return batch ? t.unsqueeze(0) : t;
 }
 
-class Golden : public ::testing::TestWithParam<std::string> {};
+class Golden : public ::testing::TestWithParam<std::tuple<std::string, AttentionBackend>> {};
 
-TEST_P(Golden, FusedBackendReproducesIndependentValues) {
-  const auto& name = GetParam();
+TEST_P(Golden, BackendReproducesIndependentValues) {
+  const auto& [name, backend] = GetParam();
   const auto& g = golden();
   const auto& want = g["arms"][name];
   const auto& arm = arm_by_name(name);
@@ -54,8 +55,8 @@ TEST_P(Golden, FusedBackendReproducesIndependentValues) {
   if (p.contains("w")) params.gate_w = leaf(tensor_of(p["w"]));
   if (p.contains("c")) params.gate_c = leaf(tensor_of(p["c"]));
 
-  const auto keys = prepare_keys(arm, params, k, v, false, AttentionBackend::fused);
-  const auto out = arm_attention(arm, params, q, keys, false, AttentionBackend::fused);
+  const auto keys = prepare_keys(arm, params, k, v, false, backend);
+  const auto out = arm_attention(arm, params, q, keys, false, backend);
   (out.o * tensor_of(g["R"], true)).sum().backward();
 
   using parity::expect_close;
@@ -80,8 +81,12 @@ std::vector<std::string> golden_arms() {
   return names;
 }
 
-INSTANTIATE_TEST_SUITE_P(AllArms, Golden, ::testing::ValuesIn(golden_arms()),
-                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(AllArms, Golden,
+                         ::testing::Combine(::testing::ValuesIn(golden_arms()),
+                                            ::testing::Values(AttentionBackend::fused, AttentionBackend::flash)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + to_string(std::get<1>(info.param));
+                         });
 
 TEST(GoldenFile, CoversEveryInAttentionArm) {
   for (const auto& arm : all_arms()) {

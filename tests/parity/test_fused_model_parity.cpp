@@ -1,6 +1,6 @@
-// Whole-model parity: the GPT of SPEC section 2 with the attention backend `fused` against
-// `reference`, for all nine arms (sink_token included: it only acts at model level), logits and the
-// gradient of every parameter; and KV-cache decoding with the fused backend.
+// Whole-model parity: the GPT of SPEC section 2 with the attention backends `fused` and `flash`
+// against `reference`, for all nine arms (sink_token included: it only acts at model level), loss,
+// logits and the gradient of every parameter; and KV-cache decoding with the fused backend.
 //
 // Tolerances (normalised error), float64: logits and gradients 1e-12 — two layers of attention
 // round-off (~1e-15 each) carried through LayerNorms, MLPs and the LM head (measured 9e-16 worst); a
@@ -9,10 +9,11 @@
 
 #include <torch/torch.h>
 
+#include <tuple>
+
 #include "attnlab/init.h"
 #include "attnlab/model.h"
-#include "parity_helpers.h"
-#include "extra_arm.h"
+#include "arm_runner.h"
 
 namespace attnlab {
 namespace {
@@ -51,26 +52,33 @@ at::Tensor tokens(int64_t B, int64_t T) {
 
 class ModelParity : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(ModelParity, FusedBackendMatchesReference) {
-  auto model = build(GetParam());
+void expect_backend_matches_reference(const std::string& arm, AttentionBackend backend) {
+  auto model = build(arm);
   const auto idx = tokens(2, 37);  // odd length, longer than one 16- or 32-row tile
-  auto run = [&](AttentionBackend backend) {
+  auto run = [&](AttentionBackend b) {
     model->zero_grad();
-    model->set_attention_backend(backend);
+    model->set_attention_backend(b);
     auto logits = model->forward(idx);
-    lm_loss(logits, idx).backward();
+    auto loss = lm_loss(logits, idx);
+    loss.backward();
     std::vector<at::Tensor> grads;
     for (const auto& p : model->parameters()) grads.push_back(p.grad().clone());
-    return std::make_pair(logits.detach(), grads);
+    return std::make_tuple(loss.detach(), logits.detach(), grads);
   };
-  const auto [want_logits, want_grads] = run(AttentionBackend::reference);
-  const auto [got_logits, got_grads] = run(AttentionBackend::fused);
-  parity::expect_close(got_logits, want_logits, 1e-12, GetParam() + " logits");
+  const auto what = arm + " " + to_string(backend);
+  const auto [want_loss, want_logits, want_grads] = run(AttentionBackend::reference);
+  const auto [got_loss, got_logits, got_grads] = run(backend);
+  parity::expect_close(got_loss, want_loss, 1e-12, what + " loss");
+  parity::expect_close(got_logits, want_logits, 1e-12, what + " logits");
   const auto names = model->named_parameters().keys();
   for (size_t i = 0; i < got_grads.size(); ++i) {
-    parity::expect_close(got_grads[i], want_grads[i], 1e-12, GetParam() + " grad " + names[i]);
+    parity::expect_close(got_grads[i], want_grads[i], 1e-12, what + " grad " + names[i]);
   }
 }
+
+TEST_P(ModelParity, FusedBackendMatchesReference) { expect_backend_matches_reference(GetParam(), AttentionBackend::fused); }
+
+TEST_P(ModelParity, FlashBackendMatchesReference) { expect_backend_matches_reference(GetParam(), AttentionBackend::flash); }
 
 // Decoding with the KV cache on the fused backend (Tq < Tk inside the kernel, gated reads cached)
 // reproduces the reference backend's full forward.
@@ -87,13 +95,7 @@ TEST_P(ModelParity, FusedKvCacheDecodingMatchesFullReferenceForward) {
   parity::expect_close(at::cat(parts, 1), full, 1e-12, GetParam() + " cached logits");
 }
 
-std::vector<std::string> every_arm() {
-  std::vector<std::string> names;
-  for (const auto& arm : all_arms()) names.push_back(arm.name);
-  return names;
-}
-
-INSTANTIATE_TEST_SUITE_P(AllArms, ModelParity, ::testing::ValuesIn(every_arm()),
+INSTANTIATE_TEST_SUITE_P(AllArms, ModelParity, ::testing::ValuesIn(testing_extra::registry_arm_names()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -1,9 +1,13 @@
-// Benchmark of the attention backends (issue 5): for each arm and backend, milliseconds, TFLOP/s and
-// peak memory of the forward and of forward+backward, with baseline-fused, reference and sdpa timed
-// in the same run so that the ratios hold on a noisy machine. Prints a Markdown table.
+// Benchmark of the attention backends: for each arm and backend, milliseconds, TFLOP/s, peak memory
+// and tensor copies of the forward and of forward+backward, with every backend's baseline and sdpa
+// timed in the same run so that the ratios hold on a noisy machine. Prints a Markdown table.
 //
 //   bench_attention                      # CPU set: B=2 H=4 d=64 T in {128, 256, 512, 1024}, float32
-//   bench_attention --device cuda        # GPU set: B=8 H=12 d=64 T in {512, ..., 4096}, bfloat16
+//   bench_attention --device cuda        # GPU set: B=8 H=12 d=64 T in {1024, 2048, 4096}, bfloat16
+//
+// Ratios: each arm's time over its own backend's baseline at the same T, and each row's over plain
+// SDPA's baseline (the speed yardstick). Copies: aten::copy_ calls of one forward+backward
+// (copy_count.h), counted once outside the timed runs.
 //
 // FLOPs are the useful causal ones, the same for every backend: forward 4 B H d P with P the number
 // of visible (query, key) pairs; backward 2.5x the forward (five matrix products against two).
@@ -34,10 +38,14 @@
 
 #include "attnlab/arm_attention.h"
 #include "attnlab/arm_params.h"
+#include "attnlab/copy_count.h"
+#include "attnlab/flash_attention.h"
+#include "bench_common.h"
 
 namespace {
 
 using attnlab::AttentionBackend;
+namespace bench = attnlab::bench;
 
 struct Setup {
   std::string device = "cpu";
@@ -47,6 +55,7 @@ struct Setup {
   std::vector<std::string> arms;
   std::vector<std::string> backends;  // empty = every backend that serves the arm
   double min_time = 0.3;  // seconds of timed iterations per case
+  bool cpu_clock = false;  // time with the process's CPU clock (CPU, one thread: immune to a loaded machine)
   int threads = 0;        // intra-op threads; 0 = LibTorch's default
 };
 
@@ -58,6 +67,7 @@ struct CaseSpec {
 
 struct Measure {
   double ms = 0, peak_bytes = 0;
+  int64_t copies = 0;
 };
 
 at::ScalarType parse_dtype(const std::string& name) {
@@ -74,11 +84,13 @@ double causal_flops(const Setup& s, int64_t T, bool backward) {
   return backward ? 3.5 * forward : forward;
 }
 
-/// Inputs of one case: q, k, v [B, H, T, d] and the arm's parameters at their initial values.
+/// Inputs of one case, laid out as in the model: q, k, v [B, H, T, d] are views of one [B, T, 3, H, d]
+/// tensor (c_attn's output), the output goes back to [B, T, H, d] memory as the layer's transpose
+/// does, and its gradient arrives there; the arm's parameters at their initial values.
 struct Workload {
   attnlab::ArmSpec arm;
   AttentionBackend backend;
-  at::Tensor q, k, v, d_o;
+  at::Tensor qkv, d_y;
   attnlab::ArmLayerParams params;
   std::vector<at::Tensor> leaves;
 
@@ -86,10 +98,8 @@ struct Workload {
     backend = attnlab::parse_attention_backend(c.backend);
     auto opts = at::TensorOptions().dtype(parse_dtype(s.dtype)).device(s.device);
     auto leaf = [&](at::Tensor t) { return leaves.emplace_back(t.requires_grad_(c.backward)); };
-    q = leaf(at::randn({s.B, s.H, c.T, s.d}, opts));
-    k = leaf(at::randn({s.B, s.H, c.T, s.d}, opts));
-    v = leaf(at::randn({s.B, s.H, c.T, s.d}, opts));
-    d_o = at::randn({s.B, s.H, c.T, s.d}, opts);
+    qkv = leaf(at::randn({s.B, c.T, 3, s.H, s.d}, opts));
+    d_y = at::randn({s.B, c.T, s.H, s.d}, opts);
     auto acc = opts.dtype(at::kFloat);
     for (const auto& p : attnlab::attention_params(arm, s.H, s.d)) {
       auto t = leaf(at::full(p.shape, p.init_value, acc));
@@ -100,12 +110,15 @@ struct Workload {
     }
   }
 
-  /// One forward (and backward): exactly what a training step's attention does.
+  /// One forward (and backward): exactly what a training step's attention layer does between c_attn
+  /// and c_proj.
   void step(bool backward) {
     for (auto& t : leaves) t.mutable_grad().reset();
-    const auto keys = attnlab::prepare_keys(arm, params, k, v, false, backend);
-    const auto out = attnlab::arm_attention(arm, params, q, keys, false, backend);
-    if (backward) out.o.backward(d_o);
+    auto head = [&](int64_t i) { return qkv.select(2, i).transpose(1, 2); };  // [B, H, T, d] view
+    const auto keys = attnlab::prepare_keys(arm, params, head(1), head(2), false, backend);
+    const auto out = attnlab::arm_attention(arm, params, head(0), keys, false, backend);
+    const auto y = out.o.transpose(1, 2).contiguous();  // [B, T, H, d], as the layer hands c_proj
+    if (backward) y.backward(d_y);
   }
 };
 
@@ -115,16 +128,15 @@ void synchronize(const Setup& s) {
 
 double median_ms(const Setup& s, Workload& w, bool backward) {
   std::vector<double> times;
-  const auto start = std::chrono::steady_clock::now();
-  while (times.size() < 3 || std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < s.min_time) {
-    const auto t0 = std::chrono::steady_clock::now();
+  const double start = bench::now_ms(s.cpu_clock);
+  while (times.size() < 3 || bench::now_ms(s.cpu_clock) - start < 1e3 * s.min_time) {
+    const double t0 = bench::now_ms(s.cpu_clock);
     w.step(backward);
     synchronize(s);
-    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    times.push_back(bench::now_ms(s.cpu_clock) - t0);
     if (times.size() >= 50) break;
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return bench::median(times);
 }
 
 /// kB value of a /proc/self/status field, as bytes.
@@ -202,15 +214,31 @@ double peak_in_child(const Setup& s, const CaseSpec& c) {
   return peak;
 }
 
+/// Tensor copies of one call of a case (after a warm-up call), in this process.
+int64_t copies_here(const Setup& s, const CaseSpec& c) {
+  Workload w(s, c);
+  std::optional<torch::NoGradGuard> no_grad;
+  if (!c.backward) no_grad.emplace();
+  w.step(c.backward);
+  synchronize(s);
+  attnlab::CopyCounter counter;
+  w.step(c.backward);
+  synchronize(s);
+  return counter.copies();
+}
+
 Measure measure(const Setup& s, const CaseSpec& c) {
   Measure m;
   m.ms = time_here(s, c);
   m.peak_bytes = s.device == "cpu" ? peak_in_child(s, c) : peak_here(s, c);
+  m.copies = copies_here(s, c);
   return m;
 }
 
 std::vector<std::string> backends_for(const Setup& s, const std::string& arm) {
   std::vector<std::string> all{"fused", "reference"};
+  if (attnlab::flash_refusal(at::Device(s.device), parse_dtype(s.dtype), s.d, 2, 2, false).empty())
+    all.insert(all.begin() + 1, "flash");
   if (arm == "baseline") all.push_back("sdpa");
   if (s.backends.empty()) return all;
   std::vector<std::string> chosen;
@@ -233,21 +261,30 @@ std::string fmt(double x, int precision) {
   return out.str();
 }
 
+std::string ratio(double num, const Row* den, bool backward) {
+  if (den == nullptr) return "-";
+  return fmt(num / (backward ? den->fwd_bwd.ms : den->fwd.ms), 2);
+}
+
 void print_table(const Setup& s, const std::vector<Row>& rows) {
-  std::map<int64_t, const Row*> base;
+  std::map<std::pair<int64_t, std::string>, const Row*> base;  // (T, backend) -> baseline row
   for (const auto& r : rows)
-    if (r.arm == "baseline" && r.backend == "fused") base[r.T] = &r;
+    if (r.arm == "baseline") base[{r.T, r.backend}] = &r;
   std::cout << "\n| T | arm | backend | fwd ms | fwd TFLOP/s | fwd peak MiB | fwd+bwd ms | fwd+bwd TFLOP/s | "
-               "fwd+bwd peak MiB | fwd / baseline-fused | fwd+bwd / baseline-fused |\n"
-            << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+               "fwd+bwd peak MiB | copies fwd / fwd+bwd | fwd / baseline | fwd+bwd / baseline | fwd+bwd / sdpa |\n"
+            << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   const double mib = 1024.0 * 1024.0;
   for (const auto& r : rows) {
-    const Row* b = base.count(r.T) ? base[r.T] : nullptr;
+    const auto own = base.find({r.T, r.backend});
+    const Row* b = own == base.end() ? nullptr : own->second;
+    const auto sdpa = base.find({r.T, "sdpa"});
+    const Row* y = sdpa == base.end() ? nullptr : sdpa->second;
     std::cout << "| " << r.T << " | " << r.arm << " | " << r.backend << " | " << fmt(r.fwd.ms, 2) << " | "
               << fmt(causal_flops(s, r.T, false) / (r.fwd.ms * 1e9), 3) << " | " << fmt(r.fwd.peak_bytes / mib, 1)
               << " | " << fmt(r.fwd_bwd.ms, 2) << " | " << fmt(causal_flops(s, r.T, true) / (r.fwd_bwd.ms * 1e9), 3)
-              << " | " << fmt(r.fwd_bwd.peak_bytes / mib, 1) << " | " << (b ? fmt(r.fwd.ms / b->fwd.ms, 2) : "-")
-              << " | " << (b ? fmt(r.fwd_bwd.ms / b->fwd_bwd.ms, 2) : "-") << " |\n";
+              << " | " << fmt(r.fwd_bwd.peak_bytes / mib, 1) << " | " << r.fwd.copies << " / " << r.fwd_bwd.copies
+              << " | " << ratio(r.fwd.ms, b, false) << " | " << ratio(r.fwd_bwd.ms, b, true) << " | "
+              << ratio(r.fwd_bwd.ms, y, true) << " |\n";
   }
 }
 
@@ -264,7 +301,9 @@ void describe(const Setup& s) {
             << " d=" << s.d << ", threads " << at::get_num_threads() << " of " << std::thread::hardware_concurrency()
             << " cores, load average " << load_average() << ", torch " << TORCH_VERSION << "\n"
             << "# FLOPs: useful causal (forward 4 B H d T(T+1)/2, backward 2.5x forward), same for every backend.\n"
-            << "# ms: median over >= 3 iterations and >= " << s.min_time
+            << "# copies: aten::copy_ calls of one call (copy_count.h), counted outside the timed runs.\n"
+            << "# ms: " << (s.cpu_clock ? "process CPU time, " : "wall time, ") << "median over >= 3 iterations and >= "
+            << s.min_time
             << " s; forward without autograd; warm allocator (glibc keeps freed buffers).\n"
             << (s.device == "cpu"
                     ? "# peak: VmHWM - VmRSS around one call beyond its inputs, in a fresh child process per case "
@@ -298,7 +337,7 @@ void fill_defaults(Setup& s) {
   if (s.dtype.empty()) s.dtype = gpu ? "bfloat16" : "float32";
   if (s.B == 0) s.B = gpu ? 8 : 2;
   if (s.H == 0) s.H = gpu ? 12 : 4;
-  if (s.lengths.empty()) s.lengths = gpu ? std::vector<int64_t>{512, 1024, 2048, 4096} : std::vector<int64_t>{128, 256, 512, 1024};
+  if (s.lengths.empty()) s.lengths = gpu ? std::vector<int64_t>{1024, 2048, 4096} : std::vector<int64_t>{128, 256, 512, 1024};
   if (s.arms.empty())
     for (const auto& arm : attnlab::all_arms())
       if (!arm.sink_token) s.arms.push_back(arm.name);  // sink_token's attention is baseline's
@@ -307,7 +346,7 @@ void fill_defaults(Setup& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Attention backend benchmark (issue 5)"};
+  CLI::App app{"Attention backend benchmark: every arm on every backend, against baseline and SDPA"};
   Setup s;
   bool child = false, backward = false;
   std::string backend;
@@ -319,15 +358,20 @@ int main(int argc, char** argv) {
   app.add_option("--T", s.lengths, "sequence lengths");
   app.add_option("--arms", s.arms, "arms (default: every in-attention arm)");
   app.add_option("--min-time", s.min_time, "seconds of timed iterations per case")->default_val(0.3);
+  app.add_flag("--cpu-clock", s.cpu_clock,
+               "time with the process's CPU clock instead of the wall clock (CPU with --threads 1: what the "
+               "work costs however loaded the machine is)");
   app.add_option("--threads", s.threads, "intra-op threads (0 = LibTorch's default)")->default_val(0);
   app.add_flag("--child", child, "internal: measure one case's peak memory and print PEAK bytes");
-  app.add_option("--backends", s.backends, "backends to time (default: fused, reference, and sdpa for baseline)");
+  app.add_option("--backends", s.backends,
+                 "backends to time (default: fused, flash where it runs, reference, and sdpa for baseline)");
   app.add_option("--backend", backend, "internal (--child): the backend");
   app.add_flag("--backward", backward, "internal (--child): forward+backward");
   CLI11_PARSE(app, argc, argv);
   try {
     if (s.device == "auto") s.device = torch::cuda::is_available() ? "cuda" : "cpu";
     if (s.threads > 0) at::set_num_threads(s.threads);
+    if (s.cpu_clock && s.device != "cpu") throw std::invalid_argument("--cpu-clock times CPU work: use it with --device cpu");
     fill_defaults(s);
     if (child) {
       mallopt(M_MMAP_THRESHOLD, 64 * 1024);  // freed large buffers go back to the OS: RSS tracks live bytes

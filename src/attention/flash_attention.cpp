@@ -1,0 +1,126 @@
+// The flash backend: the vendor kernels of flash_kernels.h plus the sink term, as one autograd
+// function. The sink is an exact correction of the kernel's (o, lse):
+//   lse' = logaddexp(lse, b_h),  o' = o exp(lse - lse'),
+// and the kernel's own backward, handed (o', lse'), recomputes P' = exp(S - lse') (the sink-normalised
+// probabilities) and D = rowsum(dO' o'), so dq, dk, dv are exact; d b_h = -sum_{b,i} p_i (D_i - dlse'_i)
+// with p_i = exp(b_h - lse'_i) (docs/kernels.md, "The flash backend").
+#include "attnlab/flash_attention.h"
+
+#include <torch/autograd.h>
+
+#include <cmath>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "attention/flash_kernels.h"
+
+namespace attnlab {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+constexpr const char* kWho = "flash_attention";
+
+at::ScalarType acc_dtype(at::ScalarType type) { return type == at::kDouble ? at::kDouble : at::kFloat; }
+
+at::Tensor value_or_undefined(const std::optional<at::Tensor>& t) { return t.value_or(at::Tensor()); }
+
+/// b_h [H] as [1, H, 1] in lse's dtype.
+at::Tensor sink_rows(const at::Tensor& sink, const at::Tensor& lse) { return sink.to(lse.scalar_type()).view({1, -1, 1}); }
+
+class FlashAttentionFunction : public torch::autograd::Function<FlashAttentionFunction> {
+ public:
+  // Optional inputs are std::optional: autograd records no input for an absent one.
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                               const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& sink,
+                               double scale) {
+    const auto b = value_or_undefined(bias), s = value_or_undefined(sink);
+    auto fwd = detail::flash_kernel_forward(q, k, v, b, scale);
+    at::Tensor o = fwd.o, lse = fwd.lse;
+    if (s.defined()) {
+      const auto lse_sink = at::logaddexp(lse, sink_rows(s, lse));        // (B, H, T)
+      o = (o * at::exp(lse - lse_sink).unsqueeze(-1)).to(q.scalar_type());  // (B, H, T, d), [B, T, H, d] memory
+      lse = lse_sink;
+    }
+    ctx->set_materialize_grads(false);  // an unused output's gradient stays undefined: no zeros formed
+    ctx->save_for_backward({q, k, v, b, s, o, lse, fwd.philox_seed, fwd.philox_offset});
+    ctx->saved_data["scale"] = scale;
+    return {o, lse};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &bias = saved[3], &sink = saved[4];
+    const auto &o = saved[5], &lse = saved[6];
+    const detail::FlashForward fwd{o, lse, saved[7], saved[8]};
+    if (!grads[0].defined() && !grads[1].defined()) return variable_list(6);
+    const auto d_o = grads[0].defined() ? grads[0] : at::zeros_like(o);
+    const auto& d_lse = grads[1];
+    const double scale = ctx->saved_data["scale"].toDouble();
+    auto g = detail::flash_kernel_backward(d_o, q, k, v, o, lse, d_lse, bias, scale, fwd);
+    at::Tensor d_sink;
+    if (sink.defined()) {
+      // d b_h = -sum_{b,i} p_i (D_i - dlse_i): one reduction in a fixed order (no atomics).
+      auto D = (d_o.to(lse.scalar_type()) * o.to(lse.scalar_type())).sum(-1);  // (B, H, T)
+      if (d_lse.defined()) D = D - d_lse;
+      const auto p = at::exp(sink_rows(sink, lse) - lse);                     // phantom mass
+      d_sink = (p * D).sum(at::IntArrayRef{0, 2}).neg().to(sink.scalar_type());              // (H)
+    }
+    return {g.dq, g.dk, g.dv, g.d_bias, d_sink, at::Tensor()};
+  }
+};
+
+void check_same_device(const AttentionInputs& in) {
+  const auto device = in.q.device();
+  for (const auto* t : {&in.k, &in.v, &in.routing_bias, &in.sink_logit}) {
+    if (t->defined() && t->device() != device) {
+      throw std::invalid_argument(std::string(kWho) + ": every input must be on " + device.str() + ", got one on " +
+                                  t->device().str());
+    }
+  }
+}
+
+}  // namespace
+
+std::string flash_refusal(const at::Device& device, at::ScalarType dtype, int64_t head_dim, int64_t q_len,
+                          int64_t k_len, bool key_mask) {
+  if (key_mask) return "the flash kernels take no key mask";
+  if (q_len != k_len) {
+    return "the flash backend runs the square causal case only (Tq = Tk); got " + std::to_string(q_len) +
+           " queries over " + std::to_string(k_len) + " keys (KV-cache decoding)";
+  }
+  if (!at::isFloatingType(dtype)) return std::string("the flash kernels take floating dtypes, got ") + c10::toString(dtype);
+  if (device.is_cpu()) return "";
+  if (!device.is_cuda()) return "the flash backend runs on CPU or CUDA, got " + device.str();
+  if (dtype != at::kBFloat16 && dtype != at::kHalf) {
+    return std::string("FlashAttention-2 on CUDA takes bfloat16 or float16, got ") + c10::toString(dtype);
+  }
+  if (head_dim > detail::kFlashCudaMaxHeadDim) {
+    return "FlashAttention-2 on CUDA takes head_dim <= " + std::to_string(detail::kFlashCudaMaxHeadDim) +
+           " here (3 columns are kept for the routing bias), got " + std::to_string(head_dim);
+  }
+  return "";
+}
+
+AttentionResult flash_attention(const AttentionInputs& in) {
+  check_attention_inputs(in);
+  check_same_device(in);
+  const auto type = in.q.scalar_type();
+  const auto reason =
+      flash_refusal(in.q.device(), type, in.q.size(3), in.q.size(2), in.k.size(2), in.key_mask.defined());
+  if (!reason.empty()) throw std::invalid_argument(std::string(kWho) + ": " + reason);
+  const auto acc = acc_dtype(type);
+  const double scale = in.scale > 0 ? in.scale : 1.0 / std::sqrt(static_cast<double>(in.q.size(3)));
+  auto optional = [acc](const at::Tensor& t) {
+    return t.defined() ? std::optional<at::Tensor>(t.to(acc)) : std::nullopt;
+  };
+  auto outs = FlashAttentionFunction::apply(in.q, in.k.to(type), in.v.to(type), optional(in.routing_bias),
+                                            optional(in.sink_logit), scale);
+  AttentionResult result;
+  result.o = outs[0];    // (B, H, T, d)
+  result.lse = outs[1];  // (B, H, T)
+  return result;
+}
+
+}  // namespace attnlab

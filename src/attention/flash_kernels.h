@@ -1,0 +1,51 @@
+// LibTorch's flash kernels (the ones that return their log-sum-exp) behind one interface for CPU and
+// CUDA, with the two things they lack made exact around them: an additive per-key routing bias r_j
+// (renorm) that is differentiated, and a gradient arriving through the lse (docs/kernels.md, "The
+// flash backend"). Private to src/attention: flash_attention.cpp adds the sink term on top.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+namespace attnlab::detail {
+
+/// One forward call's results and what its backward needs.
+struct FlashForward {
+  at::Tensor o;    ///< [B, H, T, d] in q's dtype, memory laid out [B, T, H, d]
+  at::Tensor lse;  ///< [B, H, T] float32 (float64 for float64): log sum_{j <= i} exp(s_ij + r_j)
+  at::Tensor philox_seed, philox_offset;  ///< CUDA: the kernel's RNG state (no dropout; its backward asks)
+};
+
+/// Gradients of one backward call; d_bias stays undefined without a bias.
+struct FlashGrads {
+  at::Tensor dq, dk, dv;  ///< like q, k, v
+  at::Tensor d_bias;      ///< [B, H, T] in the accumulator dtype
+};
+
+/// Causal flash forward: q, k, v [B, H, T, d] in one dtype, optional routing bias [B, H, T] in the
+/// accumulator dtype (float32; float64 for float64) added to every logit of key j; `scale` multiplies
+/// q . k. CPU: the bias is the kernel's additive mask broadcast [B, H, 1, T]. CUDA: it rides in three
+/// extra key columns (hi + mid + lo parts of r_j / scale, queries 1 there), head_dim padded to the
+/// next multiple of 8.
+FlashForward flash_kernel_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                  const at::Tensor& bias, double scale);
+
+/// Backward of the attention with probabilities P_ij = exp(s_ij + r_j - lse_i) for the given `lse`,
+/// upstream d_o [B, H, T, d] and optional d_lse [B, H, T]:
+///   D_i = d_o_i . out_i - d_lse_i,   dS_ij = P_ij (d_o_i . v_j - D_i),
+///   dq = scale dS k,  dk = scale dS^T q,  dv = P^T d_o,  d_bias_j = sum_i dS_ij.
+/// `out` and `lse` are what the caller returned as its forward (the sink-corrected o' and lse'), so
+/// one call serves every arm. Without bias and d_lse this is the kernel's own backward; with either,
+/// the kernel runs on one more column (q_i 1, k_j 0, v_j 0, out_i -d_lse_i, d_o_i 1 or 0), where
+/// dk's extra column is scale * sum_i dS_ij and the extra out . d_o term shifts D_i by -d_lse_i.
+/// (CUDA: three columns each, the bias and -d_lse split into half-precision parts.)
+FlashGrads flash_kernel_backward(const at::Tensor& d_o, const at::Tensor& q, const at::Tensor& k,
+                                 const at::Tensor& v, const at::Tensor& out, const at::Tensor& lse,
+                                 const at::Tensor& d_lse, const at::Tensor& bias, double scale,
+                                 const FlashForward& forward);
+
+/// Largest head_dim the CUDA path takes (three bias columns below FlashAttention-2's 256).
+inline constexpr int64_t kFlashCudaMaxHeadDim = 253;
+
+}  // namespace attnlab::detail

@@ -52,7 +52,8 @@ json file_record(const fs::path& file) {
   return {{"sha256", detail::sha256_file(file)}, {"bytes", *bytes}};
 }
 
-void write_files(const fs::path& dir, const GPTImpl& model, const torch::optim::AdamW& opt,
+/// Writes the checkpoint's files into `dir`; without `opt` (an imported model) no optimizer file.
+void write_files(const fs::path& dir, const GPTImpl& model, const torch::optim::AdamW* opt,
                  const TrainState& state) {
   TensorMap weights;
   for (const auto& item : model.named_parameters()) weights[item.key()] = item.value();
@@ -62,14 +63,17 @@ void write_files(const fs::path& dir, const GPTImpl& model, const torch::optim::
                      {kMetaModel, detail::model_config_to_json(model.config()).dump()},
                      {kMetaConfig, state.config.dump()},
                      {kMetaStep, step}});
-  const auto adamw = detail::adamw_state(model, opt, dir / kOptimizerFile);
-  write_safetensors(dir / kOptimizerFile, adamw.tensors,
-                    {{"format", "pt"}, {kMetaGroups, adamw.groups.dump()}, {kMetaStep, step}});
+  if (opt != nullptr) {
+    const auto adamw = detail::adamw_state(model, *opt, dir / kOptimizerFile);
+    write_safetensors(dir / kOptimizerFile, adamw.tensors,
+                      {{"format", "pt"}, {kMetaGroups, adamw.groups.dump()}, {kMetaStep, step}});
+  }
 
   detail::StateFile s{state, model.config(), json::object()};
   s.state.git_revision = git_revision();
   s.state.rng = capture_rng_states();
-  for (const char* name : {kModelFile, kOptimizerFile}) s.files[name] = file_record(dir / name);
+  s.files[kModelFile] = file_record(dir / kModelFile);
+  if (opt != nullptr) s.files[kOptimizerFile] = file_record(dir / kOptimizerFile);
   detail::write_file_durably(dir / kStateFile, detail::state_file_to_json(s).dump(2) + "\n");
 }
 
@@ -181,8 +185,10 @@ LoadedModel model_from_file(const fs::path& file) {
 
 }  // namespace
 
-fs::path save_checkpoint(const fs::path& run_dir, const GPTImpl& model, const torch::optim::AdamW& opt,
-                         const TrainState& state, const RetentionPolicy& policy) {
+namespace {
+
+fs::path save(const fs::path& run_dir, const GPTImpl& model, const torch::optim::AdamW* opt,
+              const TrainState& state, const RetentionPolicy& policy) {
   if (policy.keep_last < 1) throw std::invalid_argument("checkpoint retention: keep_last must be at least 1");
   const fs::path root = make_checkpoints_root(run_dir);
   remove_hidden_leftovers(root);
@@ -199,6 +205,19 @@ fs::path save_checkpoint(const fs::path& run_dir, const GPTImpl& model, const to
   publish(tmp, final_dir);
   apply_retention(run_dir, policy, state.step);  // only now is the new checkpoint durable
   return final_dir;
+}
+
+}  // namespace
+
+fs::path save_checkpoint(const fs::path& run_dir, const GPTImpl& model, const torch::optim::AdamW& opt,
+                         const TrainState& state, const RetentionPolicy& policy) {
+  return save(run_dir, model, &opt, state, policy);
+}
+
+fs::path save_weights_checkpoint(const fs::path& run_dir, const GPTImpl& model, const TrainState& state) {
+  RetentionPolicy keep_all;
+  keep_all.keep_last = std::numeric_limits<int64_t>::max();
+  return save(run_dir, model, nullptr, state, keep_all);
 }
 
 LoadedCheckpoint load_checkpoint(const fs::path& ckpt_dir, bool with_optimizer) {

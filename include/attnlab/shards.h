@@ -8,7 +8,7 @@
 // < vocab_size: a bad shard is a DataError naming the file, never a crash or a silent wrap.
 //
 // Beside the shards, tools/prepare_data.py writes tokenizer.json (docs/data.md):
-//   {"tokenizer": "gpt2" | "sentencepiece" | "bytes", "vocab_size": N, "model": "<file>" | null,
+//   {"tokenizer": "gpt2" | "sentencepiece" | "bytes" | "hf", "vocab_size": N, "model": "<file>" | null,
 //    "source": "...", "eot": <document separator id>, ...}
 // Shards without it (llm.c's, modded-nanogpt's) are taken as GPT-2 (vocab 50257), with a note.
 #pragma once
@@ -64,7 +64,7 @@ class Shard {
 
 /// What tokenized the shards of one directory: tokenizer.json's content, or the GPT-2 assumption.
 struct TokenizerInfo {
-  std::string tokenizer = "gpt2";      ///< "gpt2" | "sentencepiece" | "bytes"
+  std::string tokenizer = "gpt2";      ///< "gpt2" | "sentencepiece" | "bytes" | "hf" (a transformers tokenizer)
   int64_t vocab_size = kGpt2VocabSize; ///< real vocabulary size (the model pads it, not this)
   std::string model;                   ///< absolute path of the SentencePiece model, "" if none
   std::string source;                  ///< where the text came from (free text)

@@ -65,15 +65,26 @@ void check_layer_norm_eps(const ConfigReader& c, const char* key) {
   c.require(std::abs(eps - kLayerNormEps) <= 1e-12, key, "= " + std::to_string(eps) + ": attnlab's LayerNorm uses 1e-5");
 }
 
-HfArchitecture from_gpt2(const ConfigReader& c) {
+// The keys a model type names the dimensions with (the table of docs/interop.md).
+struct DimensionKeys {
+  const char *d_model, *n_layer, *n_head, *block_size;
+  int64_t block_size_default;
+};
+
+HfArchitecture with_dimensions(const ConfigReader& c, HfExportKind kind, const DimensionKeys& keys) {
   HfArchitecture a;
-  a.kind = HfExportKind::gpt2;
+  a.kind = kind;
+  a.model.d_model = c.integer(keys.d_model);
+  a.model.n_layer = c.integer(keys.n_layer);
+  a.model.n_head = c.integer(keys.n_head);
+  a.model.vocab_size = c.integer("vocab_size");
+  a.model.block_size = c.integer(keys.block_size, keys.block_size_default);
+  return a;
+}
+
+HfArchitecture from_gpt2(const ConfigReader& c) {
+  HfArchitecture a = with_dimensions(c, HfExportKind::gpt2, {"n_embd", "n_layer", "n_head", "n_positions", 1024});
   ModelConfig& m = a.model;
-  m.d_model = c.integer("n_embd");
-  m.n_layer = c.integer("n_layer");
-  m.n_head = c.integer("n_head");
-  m.vocab_size = c.integer("vocab_size");
-  m.block_size = c.integer("n_positions", 1024);
   c.require(!c.has("n_inner") || c.integer("n_inner") == 4 * m.d_model, "n_inner", "must be 4 * n_embd (attnlab's MLP width)");
   m.gelu = gelu_of(c, "activation_function", "gelu_new");
   check_layer_norm_eps(c, "layer_norm_epsilon");
@@ -85,14 +96,9 @@ HfArchitecture from_gpt2(const ConfigReader& c) {
 }
 
 HfArchitecture from_neox(const ConfigReader& c) {
-  HfArchitecture a;
-  a.kind = HfExportKind::gpt_neox;
+  HfArchitecture a = with_dimensions(c, HfExportKind::gpt_neox,
+                                     {"hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings", 2048});
   ModelConfig& m = a.model;
-  m.d_model = c.integer("hidden_size");
-  m.n_layer = c.integer("num_hidden_layers");
-  m.n_head = c.integer("num_attention_heads");
-  m.vocab_size = c.integer("vocab_size");
-  m.block_size = c.integer("max_position_embeddings", 2048);
   c.require(c.integer("intermediate_size") == 4 * m.d_model, "intermediate_size", "must be 4 * hidden_size (attnlab's MLP width)");
   m.gelu = gelu_of(c, "hidden_act", "gelu");
   check_layer_norm_eps(c, "layer_norm_eps");
@@ -118,15 +124,9 @@ HfArchitecture from_neox(const ConfigReader& c) {
 
 // attnlab's own export: the model config verbatim, the arm's features checked against the arm.
 HfArchitecture from_attnlab(const ConfigReader& c) {
-  HfArchitecture a;
-  a.kind = HfExportKind::attnlab;
+  HfArchitecture a = with_dimensions(c, HfExportKind::attnlab, {"d_model", "n_layer", "n_head", "block_size", 0});
   ModelConfig& m = a.model;
   m.arm = c.string("arm", "");
-  m.n_layer = c.integer("n_layer");
-  m.n_head = c.integer("n_head");
-  m.d_model = c.integer("d_model");
-  m.block_size = c.integer("block_size");
-  m.vocab_size = c.integer("vocab_size");
   m.rotary_fraction = c.number("rotary_fraction", 0.0);
   m.rotary_base = c.number("rotary_base", 10000.0);
   m.parallel_residual = c.boolean("parallel_residual", false);

@@ -22,7 +22,7 @@ constexpr const char* kModelingFiles[] = {"configuration_attnlab.py", "modeling_
 // Where the weights came from: enough to find the run again and to tell two exports apart.
 json provenance(const LoadedModel& loaded) {
   json p = {{"arm", loaded.model_config.arm}, {"step", loaded.step},
-            {"source", fs::absolute(loaded.source).string()}, {"attnlab_version", version()},
+            {"source", loaded.source.empty() ? "" : fs::absolute(loaded.source).string()}, {"attnlab_version", version()},
             {"attnlab_revision", git_revision()}};
   const bool has_config = loaded.config.is_object();  // a lone model.safetensors may carry none
   p["seed"] = has_config ? loaded.config.value("seed", json()) : json();
@@ -57,8 +57,9 @@ void check_options(const LoadedModel& loaded, const fs::path& out, HfExportKind 
   if (kind == HfExportKind::attnlab) {
     for (const char* name : kModelingFiles) {
       if (!detail::is_file(options.modeling_dir / name)) {
-        throw std::invalid_argument("arm '" + loaded.model_config.arm + "' exports with attnlab's modeling code, but " +
-                                    (options.modeling_dir / name).string() + " does not exist (python/attnlab_hf)");
+        throw std::invalid_argument("arm '" + loaded.model_config.arm + "' exports with attnlab's modeling code: " +
+                                    options.modeling_dir.string() + " must hold configuration_attnlab.py and "
+                                    "modeling_attnlab.py (the source tree's python/attnlab_hf; --modeling-dir)");
       }
     }
   }

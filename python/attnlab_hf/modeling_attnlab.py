@@ -23,7 +23,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import PreTrainedModel
+from transformers import GenerationMixin, PreTrainedModel
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from .configuration_attnlab import AttnlabConfig
@@ -182,13 +182,17 @@ class AttnlabPreTrainedModel(PreTrainedModel):
         pass  # every weight comes from model.safetensors
 
 
-class AttnlabForCausalLM(AttnlabPreTrainedModel):
+class AttnlabForCausalLM(AttnlabPreTrainedModel, GenerationMixin):
     def __init__(self, config):
         super().__init__(config)
         self.transformer = AttnlabModel(config)
         if config.untied_head:
             self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.post_init()
+
+    def prepare_inputs_for_generation(self, input_ids, attention_mask=None, **kwargs):
+        """The whole sequence at every step: there is no KV cache to continue from."""
+        return {"input_ids": input_ids, "attention_mask": attention_mask}
 
     def get_input_embeddings(self):
         return self.transformer.wte

@@ -365,6 +365,8 @@ TEST_F(HfInterop, EveryArmExportsAndTransformersGivesAttnlabEvalLoss) {
     EXPECT_FALSE(fs::exists(c.out / "vocab.json")) << "the run's tokenizer is bytes: no GPT-2 files";
   }
   std::cout << cases.size() << " exports: max |transformers loss - attnlab eval loss| = " << worst << " nats\n";
+  // transformers' generate on the modeling code: greedy decoding is the argmax of the logits, step by step.
+  python({"generate", (dir() / "export_hf/combo_gpt2").string(), (dir() / "export_hf/sink_token_neox").string()});
 }
 
 // ---- safetensors: attnlab <-> Python, bit for bit --------------------------------------------------------

@@ -14,6 +14,7 @@ with these. Subcommands:
   loss SHARD SEQ_LEN TOKENS DIR...
                     the loss transformers computes (labels = input_ids) on attnlab eval's sequences of
                     SHARD, for each exported DIR; prints JSON {dir: {"loss", "class"}}
+  generate DIR...    greedy `generate` of each exported DIR equals the argmax of its logits, step by step
   tokenizer DIR TIKTOKEN
                     DIR's tokenizer files encode sample texts exactly as tiktoken does with TIKTOKEN's ranks
   safetensors ATTNLAB_FILE PYTHON_FILE
@@ -222,6 +223,22 @@ def cmd_loss(shard, seq_len, tokens, dirs):
     print(json.dumps(result))
 
 
+def cmd_generate(dirs):
+    result = {}
+    for path in dirs:
+        model = load_exported(path)
+        ids = torch.randint(0, model.config.vocab_size, (2, 3), generator=torch.Generator().manual_seed(5))
+        with torch.no_grad():
+            got = model.generate(ids, max_new_tokens=5, do_sample=False, pad_token_id=0)
+            want = ids
+            for _ in range(5):
+                want = torch.cat([want, model(want).logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+        if got.tolist() != want.tolist():
+            fail(f"{path}: generate gave {got.tolist()}, the logits' argmax {want.tolist()}")
+        result[path] = got.tolist()
+    print(json.dumps(result))
+
+
 def cmd_tokenizer(path, tiktoken_file):
     import tiktoken
     from tiktoken.load import load_tiktoken_bpe
@@ -384,6 +401,8 @@ def main(argv):
         cmd_series(*args)
     elif command == "loss":
         cmd_loss(args[0], int(args[1]), int(args[2]), args[3:])
+    elif command == "generate":
+        cmd_generate(args)
     elif command == "tokenizer":
         cmd_tokenizer(*args)
     elif command == "safetensors":

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnlab/checkpoint_error.h"
+#include "interop/hf_config.h"
 
 namespace attnlab::interop {
 namespace {
@@ -108,13 +109,6 @@ std::pair<std::string, std::string> merge_of(const std::string& token, int64_t r
   return {parts[0], parts[1]};
 }
 
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) throw CheckpointError(path, "cannot be written");
-}
-
 }  // namespace
 
 std::vector<std::string> write_gpt2_tokenizer_files(const fs::path& tiktoken_file, const fs::path& dir, int64_t context) {
@@ -136,9 +130,9 @@ std::vector<std::string> write_gpt2_tokenizer_files(const fs::path& tiktoken_fil
   const nlohmann::ordered_json config = {
       {"tokenizer_class", "GPT2Tokenizer"}, {"bos_token", eot}, {"eos_token", eot}, {"unk_token", eot},
       {"add_prefix_space", false},          {"model_max_length", context}};
-  write_text(dir / "vocab.json", vocab.dump() + "\n");
-  write_text(dir / "merges.txt", merges);
-  write_text(dir / "tokenizer_config.json", config.dump(2) + "\n");
+  write_text_file(dir / "vocab.json", vocab.dump() + "\n");
+  write_text_file(dir / "merges.txt", merges);
+  write_text_file(dir / "tokenizer_config.json", config.dump(2) + "\n");
   return {"vocab.json", "merges.txt", "tokenizer_config.json"};
 }
 

@@ -35,19 +35,12 @@ json provenance(const LoadedModel& loaded) {
   return p;
 }
 
-void write_text(const fs::path& file, const std::string& text) {
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) throw CheckpointError(file, "cannot be written");
-}
-
 void copy_bytes(const fs::path& from, const fs::path& to) {
   std::ifstream in(from, std::ios::binary);
   if (!in) throw CheckpointError(from, "cannot be read (the modeling files of an attnlab export)");
   std::ostringstream bytes;
   bytes << in.rdbuf();
-  write_text(to, bytes.str());
+  interop::write_text_file(to, bytes.str());
 }
 
 void check_options(const LoadedModel& loaded, const fs::path& out, HfExportKind kind, const HfExportOptions& options) {
@@ -81,7 +74,7 @@ std::vector<std::string> write_export(const LoadedModel& loaded, HfExportKind ki
   write_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
   json config = interop::hf_config_json(kind, cfg);
   config["attnlab_provenance"] = provenance(loaded);
-  write_text(dir / "config.json", config.dump(2) + "\n");
+  interop::write_text_file(dir / "config.json", config.dump(2) + "\n");
   std::vector<std::string> files = {"config.json", "model.safetensors"};
   if (kind == HfExportKind::attnlab) {
     for (const char* name : kModelingFiles) {

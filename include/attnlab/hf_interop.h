@@ -85,6 +85,9 @@ struct HfExportOptions {
   /// GPT-2's BPE ranks (a .tiktoken file); when set, vocab.json, merges.txt and tokenizer_config.json
   /// are written (the model's vocab_size must then be 50257). Empty: no tokenizer files.
   std::filesystem::path gpt2_tiktoken;
+  /// The document separator of the run's tokenizer (tokenizer.json's "eot"), written as config.json's
+  /// bos_token_id and eos_token_id; -1: 50256 for GPT-2's vocabulary, else null.
+  int64_t eot = -1;
 };
 
 struct HfExportResult {

@@ -185,7 +185,7 @@ HfArchitecture architecture_from_hf(const json& config, const fs::path& file) {
   return a;
 }
 
-json hf_config_json(HfExportKind kind, const ModelConfig& m) {
+json hf_config_json(HfExportKind kind, const ModelConfig& m, int64_t eot) {
   const std::string hf_gelu = m.gelu == "erf" ? "gelu" : "gelu_new";
   json j;
   switch (kind) {
@@ -220,10 +220,11 @@ json hf_config_json(HfExportKind kind, const ModelConfig& m) {
       break;
     }
   }
-  if (m.vocab_size == kGpt2VocabSize) {  // GPT-2 BPE: <|endoftext|> begins and ends documents
-    j["bos_token_id"] = kGpt2VocabSize - 1;
-    j["eos_token_id"] = kGpt2VocabSize - 1;
-  }
+  // Always explicit: transformers' defaults (50256 for GPT-2, 0 and 2 for GPT-NeoX) would otherwise name
+  // tokens of another vocabulary. GPT-2 BPE's <|endoftext|> begins and ends documents.
+  if (eot < 0 && m.vocab_size == kGpt2VocabSize) eot = kGpt2VocabSize - 1;
+  j["bos_token_id"] = eot >= 0 ? json(eot) : json();
+  j["eos_token_id"] = eot >= 0 ? json(eot) : json();
   j["dtype"] = "float32";
   return j;
 }

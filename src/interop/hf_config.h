@@ -29,7 +29,8 @@ void write_text_file(const std::filesystem::path& file, const std::string& text)
 /// compute exactly (docs/interop.md lists them).
 HfArchitecture architecture_from_hf(const nlohmann::json& config, const std::filesystem::path& file);
 
-/// config.json of a `kind` export of `model` (without provenance), float32 weights.
-nlohmann::json hf_config_json(HfExportKind kind, const ModelConfig& model);
+/// config.json of a `kind` export of `model` (without provenance), float32 weights. bos_token_id and
+/// eos_token_id are `eot` (the document separator); when it is -1, 50256 for GPT-2's vocabulary, else null.
+nlohmann::json hf_config_json(HfExportKind kind, const ModelConfig& model, int64_t eot = -1);
 
 }  // namespace attnlab::interop

@@ -56,6 +56,10 @@ void check_options(const LoadedModel& loaded, const fs::path& out, HfExportKind 
       }
     }
   }
+  if (options.eot < -1 || options.eot >= loaded.model_config.vocab_size) {
+    throw std::invalid_argument("the document separator id " + std::to_string(options.eot) + " is outside the model's vocabulary of " +
+                                std::to_string(loaded.model_config.vocab_size));
+  }
   if (!options.gpt2_tiktoken.empty() && loaded.model_config.vocab_size != kGpt2VocabSize) {
     throw std::invalid_argument("GPT-2 tokenizer files need model.vocab_size = 50257, the model has " +
                                 std::to_string(loaded.model_config.vocab_size));
@@ -72,7 +76,7 @@ std::vector<std::string> write_export(const LoadedModel& loaded, HfExportKind ki
     tensors[target.name] = interop::to_hf(item.value(), target.layout, cfg.n_head, cfg.vocab_size);
   }
   write_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
-  json config = interop::hf_config_json(kind, cfg);
+  json config = interop::hf_config_json(kind, cfg, options.eot);
   config["attnlab_provenance"] = provenance(loaded);
   interop::write_text_file(dir / "config.json", config.dump(2) + "\n");
   std::vector<std::string> files = {"config.json", "model.safetensors"};

@@ -42,11 +42,19 @@ std::optional<int64_t> trailing_step(const std::string& name) {
 std::vector<Revision> list_revisions(const fs::path& source, int64_t single_step) {
   if (detail::is_file(source / "config.json")) return {{single_step, source}};
   if (!detail::is_dir(source)) throw CheckpointError(source, "is not a directory");
+  if (detail::is_file(source / "config.yaml")) {
+    throw CheckpointError(source, "is an attnlab run directory (config.yaml), not a Hugging Face model: eval, "
+                                  "activations, probe and the others read it as it is");
+  }
   std::map<int64_t, fs::path> by_step;
   for (const auto& name : detail::list_directory(source)) {
     const fs::path dir = source / name;
     if (name.empty() || name[0] == '.' || !detail::is_dir(dir)) continue;
-    if (!detail::is_file(dir / "config.json")) throw CheckpointError(dir, "is a revision directory without config.json");
+    if (!detail::is_file(dir / "config.json")) {
+      throw CheckpointError(dir, "has no config.json: " + source.string() + " has none either, so it was read as a "
+                                 "directory of revisions (step<N>/ sub-directories, each a Hugging Face model), and "
+                                 "this sub-directory is none");
+    }
     const auto step = trailing_step(name);
     if (!step) throw CheckpointError(dir, "name does not end in the revision's step number (e.g. step1000)");
     if (!by_step.emplace(*step, dir).second) {

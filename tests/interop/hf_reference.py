@@ -12,8 +12,9 @@ with these. Subcommands:
                     validation shard, and the activation statistics, lock-in steps, Spearman correlations
                     and Jaccard overlaps attnlab's `activations` must report (OUT/series_expected.json)
   loss SHARD SEQ_LEN TOKENS DIR...
-                    the loss transformers computes (labels = input_ids) on attnlab eval's sequences of
-                    SHARD, for each exported DIR; prints JSON {dir: {"loss", "class"}}
+                    the loss of transformers' logits on attnlab eval's sequences of SHARD (and, when
+                    SEQ_LEN + 1 positions fit, transformers' own loss with labels = input_ids, which
+                    must agree), for each exported DIR; prints JSON {dir: {"loss", "class"}}
   generate DIR...    greedy `generate` of each exported DIR equals the argmax of its logits, step by step
   tokenizer DIR TIKTOKEN
                     DIR's tokenizer files encode sample texts exactly as tiktoken does with TIKTOKEN's ranks
@@ -218,8 +219,13 @@ def cmd_loss(shard, seq_len, tokens, dirs):
     for path in dirs:
         model = load_exported(path)
         with torch.no_grad():
-            loss = model(input_ids=windows, labels=windows).loss
-        result[path] = {"loss": float(loss), "class": type(model).__name__, "targets": n * seq_len}
+            logits = model(input_ids=windows[:, :-1]).logits
+            loss = float(torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), windows[:, 1:].reshape(-1)))
+            if seq_len + 1 <= model.config.max_position_embeddings:  # transformers' own loss needs seq_len + 1 positions
+                labels_loss = float(model(input_ids=windows, labels=windows).loss)
+                if abs(labels_loss - loss) > 1e-6:
+                    fail(f"{path}: the loss with labels, {labels_loss}, is not the loss of the logits, {loss}")
+        result[path] = {"loss": loss, "class": type(model).__name__, "targets": n * seq_len}
     print(json.dumps(result))
 
 

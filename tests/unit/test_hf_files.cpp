@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -233,6 +234,56 @@ TEST_F(HfFiles, ImportWritesANewRunOfStepsAndRefusesWhatWouldLoseOrMislabelData)
   write_dir(path("mixed/step1"), neox_config(), neox_tensors());
   write_dir(path("mixed/step2"), other, neox_tensors());
   EXPECT_NE(error_of([&] { import_hf(path("mixed"), path("run6")); }).find("another architecture"), std::string::npos);
+
+  // Not a model: an attnlab run, a directory whose sub-directory is no revision, one without any.
+  EXPECT_NE(error_of([&] { import_hf(path("run"), path("run7")); }).find("attnlab run directory"), std::string::npos);
+  fs::create_directories(path("notes/drafts"));
+  const auto message = error_of([&] { import_hf(path("notes"), path("run7")); });
+  EXPECT_NE(message.find(path("notes/drafts").string() + ": has no config.json"), std::string::npos) << message;
+  fs::create_directories(path("empty"));
+  EXPECT_NE(error_of([&] { import_hf(path("empty"), path("run7")); }).find("neither a model directory"), std::string::npos);
+  EXPECT_FALSE(fs::exists(path("run7")));
+}
+
+TEST_F(HfFiles, AnAttnlabDirectoryOfAnUnknownOrContradictedArmIsRefusedByName) {
+  ModelConfig cfg;
+  cfg.arm = "sink_logit", cfg.vocab_size = V, cfg.d_model = D, cfg.n_head = H, cfg.n_layer = L, cfg.block_size = P;
+  LoadedModel loaded;
+  loaded.model = GPT(cfg);
+  loaded.model_config = cfg;
+  export_hf(loaded, path("good"), {ATTNLAB_SOURCE_DIR "/python/attnlab_hf", {}});
+  json config = json::parse(std::ifstream(path("good/config.json")));
+  for (const auto& [key, value, named] : {std::tuple{"arm", json("sink_logit_v2"), "unknown attention arm 'sink_logit_v2'"},
+                                          std::tuple{"sink", json("none"), "contradicts arm 'sink_logit'"}}) {
+    fs::copy(path("good"), path(key));
+    json bad = config;
+    bad[key] = value;
+    std::ofstream(path(key) / "config.json") << bad.dump();
+    const auto message = error_of([&] { read_hf_model(path(key)); });
+    EXPECT_NE(message.find(named), std::string::npos) << message;
+    EXPECT_NE(message.find((path(key) / "config.json").string()), std::string::npos) << message;
+  }
+}
+
+TEST_F(HfFiles, ExportConfigNamesTheRunsDocumentSeparatorAsBosAndEos) {
+  ModelConfig cfg;
+  cfg.vocab_size = V, cfg.d_model = D, cfg.n_head = H, cfg.n_layer = L, cfg.block_size = P;
+  LoadedModel loaded;
+  loaded.model = GPT(cfg);
+  loaded.model_config = cfg;
+  const auto token_ids = [&](const std::string& name, int64_t eot) {
+    HfExportOptions options;
+    options.eot = eot;
+    export_hf(loaded, path(name), options);
+    const json j = json::parse(std::ifstream(path(name) / "config.json"));
+    return std::pair{j.at("bos_token_id"), j.at("eos_token_id")};
+  };
+  // transformers' GPT-2 default (50256) would name a token outside this vocabulary: null unless known.
+  EXPECT_EQ(token_ids("unknown", -1), std::pair(json(), json()));
+  EXPECT_EQ(token_ids("known", 1), std::pair(json(1), json(1)));
+  const auto message = error_of([&] { token_ids("outside", V); });
+  EXPECT_NE(message.find("document separator id 70"), std::string::npos) << message;
+  EXPECT_FALSE(fs::exists(path("outside")));
 }
 
 TEST_F(HfFiles, ExportKindFollowsTheArmAndOptions) {

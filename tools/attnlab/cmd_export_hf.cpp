@@ -26,9 +26,19 @@ fs::path cached_gpt2_vocabulary() {
   return root / "gpt2" / "gpt2.tiktoken";
 }
 
+// The tokenizer.json beside the run's data.val shards (as `attnlab eval` reads it); GPT-2 assumed when
+// there is none, as for llm.c's shards or a run without data.val.
+TokenizerInfo run_tokenizer(const LoadedModel& loaded) {
+  const std::string val = loaded.config.contains("data") ? loaded.config["data"].value("val", "") : "";
+  if (!val.empty()) return read_tokenizer_info(fs::path(val).parent_path().string());
+  TokenizerInfo assumed;
+  assumed.assumed = true;
+  return assumed;
+}
+
 // "auto": GPT-2's files when the run's shards were GPT-2 BPE (their tokenizer.json says so, or, as
 // for llm.c's shards, there is none and the vocabulary is GPT-2's).
-fs::path tokenizer_file(const std::string& choice, const LoadedModel& loaded) {
+fs::path tokenizer_file(const std::string& choice, const LoadedModel& loaded, const TokenizerInfo& info) {
   if (choice == "none") return {};
   if (choice != "auto") return choice;
   if (loaded.model_config.vocab_size != kGpt2VocabSize) {
@@ -36,13 +46,9 @@ fs::path tokenizer_file(const std::string& choice, const LoadedModel& loaded) {
                  loaded.model_config.vocab_size);
     return {};
   }
-  const std::string val = loaded.config.contains("data") ? loaded.config["data"].value("val", "") : "";
-  if (!val.empty()) {
-    const auto info = read_tokenizer_info(fs::path(val).parent_path().string());
-    if (info.tokenizer != "gpt2") {
-      spdlog::info("no tokenizer files: the run's shards are {} tokens ({})", info.tokenizer, info.file);
-      return {};
-    }
+  if (info.tokenizer != "gpt2") {
+    spdlog::info("no tokenizer files: the run's shards are {} tokens ({})", info.tokenizer, info.file);
+    return {};
   }
   const fs::path file = cached_gpt2_vocabulary();
   if (!fs::exists(file)) {
@@ -78,7 +84,9 @@ void add_export_hf_command(CLI::App& app) {
     HfExportOptions options;
     options.modeling_dir = args->modeling_dir.empty() ? source_tool("../python/attnlab_hf").lexically_normal()
                                                       : fs::path(args->modeling_dir);
-    options.gpt2_tiktoken = tokenizer_file(args->tokenizer, loaded);
+    const TokenizerInfo info = run_tokenizer(loaded);
+    options.gpt2_tiktoken = tokenizer_file(args->tokenizer, loaded, info);
+    if (!info.assumed && info.vocab_size == loaded.model_config.vocab_size) options.eot = info.eot;
     const auto r = export_hf(loaded, args->out, options);
     std::cout << fmt::format("{}: {} (step {}, arm {}) exported as {}{}: {}\n", args->out, loaded.source.string(),
                              loaded.step, loaded.model_config.arm, to_string(r.kind),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 
 # Pythia's 154 revisions: step 0, the powers of two to 512, then every 1000 up to 143000.
@@ -42,8 +43,9 @@ def save_revision(source: str, revision: str | None, target: str) -> None:
     kwargs = {"revision": revision} if revision else {}
     model = AutoModelForCausalLM.from_pretrained(source, dtype="auto", **kwargs)
     tmp = target + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)  # an interrupted run's leftover
     model.save_pretrained(tmp, safe_serialization=True)
-    os.replace(tmp, target)
+    os.replace(tmp, target)  # whole or not at all: a step directory is never half written
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         if os.path.isfile(os.path.join(target, "model.safetensors")):
             print(f"hf_fetch: {target} exists, kept", file=sys.stderr)
             continue
+        if os.path.exists(target) and (not os.path.isdir(target) or os.listdir(target)):
+            fail(f"{target} exists without model.safetensors; move it away (it is not overwritten)")
         save_revision(args.local or args.repo, None if args.local else f"step{step}", target)
         print(f"hf_fetch: wrote {target}", file=sys.stderr)
     if args.tokenizer_out:

@@ -329,11 +329,10 @@ TEST_F(HfInterop, EveryArmExportsAndTransformersGivesAttnlabEvalLoss) {
                                                        : "GPT2LMHeadModel";
       cases.push_back({arm.name, options, expect, out, loss});
 
-      // And back: import-hf reads every export form and gives the same parameters.
-      const fs::path back = dir() / "export_back" / (arm.name + "_" + options);
-      cli({"import-hf", out.string(), "--out", back.string()});
-      auto reloaded = load_model(back);
-      EXPECT_EQ(reloaded.model_config.arm, arm.name);
+      // And back: import reads every export form and gives the same parameters (in-process: the
+      // import-hf command itself is exercised by the import tests above).
+      const HfModel reloaded = read_hf_model(out);
+      EXPECT_EQ(reloaded.config.arm, arm.name);
       const auto original = model->named_parameters();
       for (const auto& item : reloaded.model->named_parameters()) {
         auto want = original[item.key()];

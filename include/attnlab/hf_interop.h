@@ -97,7 +97,7 @@ struct HfExportResult {
 
 /// Writes `model` (the real vocabulary only: padded embedding rows are cut) into the new directory
 /// `out` (refused when it exists and is not empty; written under a hidden sibling and renamed, so a
-/// failure leaves nothing): config.json with the run's provenance under "attnlab" (arm, seed, step,
+/// failure leaves nothing): config.json with the run's provenance under "attnlab_provenance" (arm, seed, step,
 /// config hash, source), model.safetensors, the modeling files or the tokenizer files as above.
 /// Throws CheckpointError naming the file at fault, std::invalid_argument for a bad option.
 HfExportResult export_hf(const LoadedModel& model, const std::filesystem::path& out,

@@ -93,6 +93,16 @@ std::string error_of(F&& f) {
   return "";
 }
 
+// An untrained model of `arm` at the file's tiny size, as load_model would return it.
+LoadedModel tiny_loaded(const std::string& arm) {
+  ModelConfig cfg;
+  cfg.arm = arm, cfg.vocab_size = V, cfg.d_model = D, cfg.n_head = H, cfg.n_layer = L, cfg.block_size = P;
+  LoadedModel loaded;
+  loaded.model = GPT(cfg);
+  loaded.model_config = cfg;
+  return loaded;
+}
+
 class HfFiles : public ::testing::Test {
  protected:
   testing::TempDir tmp_;
@@ -246,11 +256,7 @@ TEST_F(HfFiles, ImportWritesANewRunOfStepsAndRefusesWhatWouldLoseOrMislabelData)
 }
 
 TEST_F(HfFiles, AnAttnlabDirectoryOfAnUnknownOrContradictedArmIsRefusedByName) {
-  ModelConfig cfg;
-  cfg.arm = "sink_logit", cfg.vocab_size = V, cfg.d_model = D, cfg.n_head = H, cfg.n_layer = L, cfg.block_size = P;
-  LoadedModel loaded;
-  loaded.model = GPT(cfg);
-  loaded.model_config = cfg;
+  LoadedModel loaded = tiny_loaded("sink_logit");
   export_hf(loaded, path("good"), {ATTNLAB_SOURCE_DIR "/python/attnlab_hf", {}});
   json config = json::parse(std::ifstream(path("good/config.json")));
   for (const auto& [key, value, named] : {std::tuple{"arm", json("sink_logit_v2"), "unknown attention arm 'sink_logit_v2'"},
@@ -266,11 +272,7 @@ TEST_F(HfFiles, AnAttnlabDirectoryOfAnUnknownOrContradictedArmIsRefusedByName) {
 }
 
 TEST_F(HfFiles, ExportConfigNamesTheRunsDocumentSeparatorAsBosAndEos) {
-  ModelConfig cfg;
-  cfg.vocab_size = V, cfg.d_model = D, cfg.n_head = H, cfg.n_layer = L, cfg.block_size = P;
-  LoadedModel loaded;
-  loaded.model = GPT(cfg);
-  loaded.model_config = cfg;
+  const LoadedModel loaded = tiny_loaded("baseline");
   const auto token_ids = [&](const std::string& name, int64_t eot) {
     HfExportOptions options;
     options.eot = eot;
@@ -298,11 +300,7 @@ TEST_F(HfFiles, ExportKindFollowsTheArmAndOptions) {
 }
 
 TEST_F(HfFiles, ExportRefusesANonEmptyDirectoryAndMissingModelingFiles) {
-  ModelConfig cfg;
-  cfg.arm = "renorm", cfg.vocab_size = V, cfg.d_model = D, cfg.n_head = H, cfg.n_layer = L, cfg.block_size = P;
-  LoadedModel loaded;
-  loaded.model = GPT(cfg);
-  loaded.model_config = cfg;
+  LoadedModel loaded = tiny_loaded("renorm");
   loaded.source = path("nowhere");
   fs::create_directories(path("full"));
   std::ofstream(path("full/keep.txt")) << "mine";

@@ -8,7 +8,7 @@ ATTNLAB_VENV="${ATTNLAB_VENV:-$ATTNLAB_CACHE/venv}"
 TORCH_VERSION="2.11.0"
 DEB_PACKAGES=(cmake ninja-build ccache g++ python3-venv
               libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
-              libgtest-dev python3.11-doc libssl-dev)
+              libgtest-dev python3.11-doc libssl-dev libgloo-dev)
 
 missing_debs() {
   local p

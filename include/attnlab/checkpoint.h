@@ -86,8 +86,8 @@ std::vector<CheckpointInfo> list_checkpoints(const std::filesystem::path& run_di
 
 /// Writes checkpoint `state.step` of `model` and `opt` (the AdamW built on the model's parameter
 /// groups) atomically, replacing an existing checkpoint of the same step, then applies `policy`.
-/// Returns the checkpoint directory. Throws CheckpointError on I/O failure (nothing under the final
-/// name is then changed), std::invalid_argument for policy.keep_last < 1.
+/// Returns the checkpoint directory. Throws FileError (CheckpointError among them) on I/O failure
+/// (nothing under the final name is then changed), std::invalid_argument for policy.keep_last < 1.
 std::filesystem::path save_checkpoint(const std::filesystem::path& run_dir, const GPTImpl& model,
                                       const torch::optim::AdamW& opt, const TrainState& state,
                                       const RetentionPolicy& policy = {});
@@ -149,6 +149,7 @@ struct LoadedModel {
   GPT model{nullptr};
   ModelConfig model_config;
   nlohmann::json config;  ///< the run's resolved configuration
+  nlohmann::json extra = nlohmann::json::object();  ///< TrainState::extra (e.g. a branch's parent)
   int64_t step = 0;
   std::filesystem::path source;  ///< the checkpoint directory or file actually read
 };

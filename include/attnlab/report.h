@@ -1,4 +1,4 @@
-// `attnlab report` (issue 4): the paired-seed analysis of a sweep directory (SPEC section 3).
+// `attnlab report`: the paired-seed analysis of a sweep directory (SPEC section 3).
 // Every number is a final validation loss in nats/token, or a difference of such losses between
 // arms that share tier, seed and validation data; a positive difference means the arm subtracted
 // (the second one) is better. Runs that are missing or unfinished are listed, never dropped.
@@ -16,16 +16,10 @@
 
 #include "attnlab/paired_stats.h"
 #include "attnlab/paper_figures.h"
+#include "attnlab/run_metrics.h"
 #include "attnlab/run_state.h"
 
 namespace attnlab {
-
-/// A validation point of a run's metrics.jsonl.
-struct CurvePoint {
-  int64_t step = 0;
-  int64_t tokens = 0;
-  double val_loss = 0.0;  ///< nats/token
-};
 
 /// One run of the sweep directory, finished or not.
 struct RunRecord {
@@ -33,12 +27,12 @@ struct RunRecord {
   std::string tier, arm, variant;
   uint64_t seed = 0;
   RunState state;
-  std::vector<CurvePoint> curve;
+  std::vector<CurvePoint> curve;  ///< its validation points (run_metrics.h)
 
   bool finished() const { return state.status == RunStatus::finished; }
-  double final_val_loss() const;        ///< final.json's, nats/token (finished runs)
-  int64_t val_tokens() const;           ///< final.json's (finished runs)
-  std::string val_fingerprint() const;  ///< final.json's (finished runs)
+  double final_val_loss() const;    ///< final.json's, nats/token (finished or stale runs)
+  int64_t val_tokens() const;       ///< final.json's (finished or stale runs)
+  uint64_t val_fingerprint() const; ///< final.json's (finished or stale runs)
 };
 
 /// The runs under `sweep_dir`: those its manifest.json lists (with their expected config hash, so a

@@ -3,6 +3,7 @@
 // directory that belongs to another run.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -18,6 +19,9 @@ struct TrainOptions {
   std::optional<std::filesystem::path> branch_from;
   /// Stop after this many optimizer steps in this session (tests: interrupt a run); 0 = no limit.
   int64_t stop_after_steps = 0;
+  /// Data-parallel runs (docs/distributed.md): how long the rendezvous and any collective may wait
+  /// for the other ranks before the job ends with an error instead of hanging.
+  std::chrono::milliseconds collective_timeout{std::chrono::minutes(10)};
 };
 
 enum class TrainStatus {
@@ -41,7 +45,10 @@ struct TrainError : std::runtime_error {
 
 /// Trains `cfg` into cfg.out_dir: resumes from the newest good checkpoint there (refusing a config
 /// that differs in anything but train.max_steps / train.token_budget, listing the keys), or starts
-/// fresh. A finished run returns at once. Throws TrainError, ConfigError, DataError, CheckpointError.
+/// fresh. A finished run returns at once. When the torchrun environment names a job, this process
+/// trains as one of its ranks (docs/distributed.md): rank 0 alone writes the run directory, and the
+/// numbers are those of one process. Throws TrainError, ConfigError, DataError, CheckpointError,
+/// dist::DistributedError.
 TrainResult train(const RunConfig& cfg, const TrainOptions& options = {});
 
 }  // namespace attnlab

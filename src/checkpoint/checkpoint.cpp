@@ -9,8 +9,8 @@
 
 #include "attnlab/version.h"
 #include "checkpoint/adamw_state.h"
-#include "checkpoint/durable_file.h"
-#include "checkpoint/posix_fs.h"
+#include "common/durable_file.h"
+#include "checkpoint/file_ops.h"
 #include "checkpoint/sha256.h"
 #include "checkpoint/state_json.h"
 
@@ -160,6 +160,7 @@ LoadedModel model_from(const LoadedCheckpoint& ckpt, const fs::path& source) {
   out.model->eval();
   out.model_config = ckpt.model_config;
   out.config = ckpt.state.config;
+  out.extra = ckpt.state.extra;
   out.step = ckpt.state.step;
   out.source = source;
   return out;

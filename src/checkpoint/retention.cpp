@@ -5,8 +5,8 @@
 #include <limits>
 
 #include "attnlab/checkpoint.h"
-#include "checkpoint/durable_file.h"
-#include "checkpoint/posix_fs.h"
+#include "common/durable_file.h"
+#include "checkpoint/file_ops.h"
 #include "checkpoint/state_json.h"
 
 namespace attnlab {

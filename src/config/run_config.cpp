@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include "common/seed_mix.h"
 #include "config/yaml_io.h"
 
 namespace attnlab {
@@ -262,8 +263,7 @@ std::string config_hash(const RunConfig& cfg) {
   const auto defaults = to_json(RunConfig{})["model"];
   for (const char* key : {"rotary_fraction", "rotary_base", "parallel_residual", "untied_head", "gelu"})
     if (j["model"][key] == defaults[key]) j["model"].erase(key);
-  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over the canonical (sorted-key) dump
-  for (unsigned char ch : j.dump()) h = (h ^ ch) * 0x100000001b3ULL;
+  const uint64_t h = seed_mix::fnv1a(j.dump());  // over the canonical (sorted-key) dump
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   return buf;

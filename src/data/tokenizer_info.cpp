@@ -1,6 +1,6 @@
 // tokenizer.json beside the shards (written by tools/prepare_data.py) and the vocab check.
-#include <sys/stat.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -50,8 +50,8 @@ TokenizerInfo parse(const std::string& file, const nlohmann::json& j) {
 
 TokenizerInfo read_tokenizer_info(const std::string& dir) {
   const std::string file = dir + "/tokenizer.json";
-  struct stat st {};  // not std::filesystem: libtorch.so exports a copy of it that can crash
-  if (::stat(file.c_str(), &st) != 0) return gpt2_assumption(dir);
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec)) return gpt2_assumption(dir);
   std::ifstream in(file);
   if (!in) throw DataError(fmt::format("{}: cannot be read", file));
   std::stringstream text;

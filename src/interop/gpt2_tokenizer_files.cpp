@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnlab/checkpoint_error.h"
-#include "interop/hf_config.h"
+#include "common/durable_file.h"
 
 namespace attnlab::interop {
 namespace {
@@ -130,9 +130,9 @@ std::vector<std::string> write_gpt2_tokenizer_files(const fs::path& tiktoken_fil
   const nlohmann::ordered_json config = {
       {"tokenizer_class", "GPT2Tokenizer"}, {"bos_token", eot}, {"eos_token", eot}, {"unk_token", eot},
       {"add_prefix_space", false},          {"model_max_length", context}};
-  write_text_file(dir / "vocab.json", vocab.dump() + "\n");
-  write_text_file(dir / "merges.txt", merges);
-  write_text_file(dir / "tokenizer_config.json", config.dump(2) + "\n");
+  detail::write_file_durably(dir / "vocab.json", vocab.dump() + "\n");
+  detail::write_file_durably(dir / "merges.txt", merges);
+  detail::write_file_durably(dir / "tokenizer_config.json", config.dump(2) + "\n");
   return {"vocab.json", "merges.txt", "tokenizer_config.json"};
 }
 

@@ -161,13 +161,6 @@ json read_json_file(const fs::path& file) {
   }
 }
 
-void write_text_file(const fs::path& file, const std::string& text) {
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) throw CheckpointError(file, "cannot be written");
-}
-
 HfArchitecture architecture_from_hf(const json& config, const fs::path& file) {
   if (!config.is_object()) throw CheckpointError(file, "is not a JSON object");
   const ConfigReader c{config, file};

@@ -1,6 +1,5 @@
 // config.json of a Hugging Face directory <-> ModelConfig, for the three kinds export_hf writes and
-// import_hf reads (the key tables of docs/interop.md), and the JSON and text files the interop reads
-// and writes.
+// import_hf reads (the key tables of docs/interop.md), and the JSON files the interop reads.
 #pragma once
 
 #include <filesystem>
@@ -20,9 +19,6 @@ struct HfArchitecture {
 /// The JSON document in `file` (config.json, model.safetensors.index.json). Throws CheckpointError naming
 /// the file when it is missing or not JSON.
 nlohmann::json read_json_file(const std::filesystem::path& file);
-
-/// Writes `text` to `file`, replacing it. Throws CheckpointError naming the file when it cannot.
-void write_text_file(const std::filesystem::path& file, const std::string& text);
 
 /// The architecture `config` (the content of `file`) describes. Throws CheckpointError naming `file` and
 /// the key for a model_type other than gpt2, gpt_neox or attnlab, or any setting attnlab's model cannot

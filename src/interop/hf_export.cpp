@@ -6,7 +6,8 @@
 #include "attnlab/run_config.h"
 #include "attnlab/shards.h"
 #include "attnlab/version.h"
-#include "checkpoint/posix_fs.h"
+#include "checkpoint/file_ops.h"
+#include "common/durable_file.h"
 #include "interop/gpt2_tokenizer_files.h"
 #include "interop/hf_config.h"
 #include "interop/hf_tensor_names.h"
@@ -40,7 +41,7 @@ void copy_bytes(const fs::path& from, const fs::path& to) {
   if (!in) throw CheckpointError(from, "cannot be read (the modeling files of an attnlab export)");
   std::ostringstream bytes;
   bytes << in.rdbuf();
-  interop::write_text_file(to, bytes.str());
+  detail::write_file_durably(to, bytes.str());
 }
 
 void check_options(const LoadedModel& loaded, const fs::path& out, HfExportKind kind, const HfExportOptions& options) {
@@ -78,7 +79,7 @@ std::vector<std::string> write_export(const LoadedModel& loaded, HfExportKind ki
   write_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
   json config = interop::hf_config_json(kind, cfg, options.eot);
   config["attnlab_provenance"] = provenance(loaded);
-  interop::write_text_file(dir / "config.json", config.dump(2) + "\n");
+  detail::write_file_durably(dir / "config.json", config.dump(2) + "\n");
   std::vector<std::string> files = {"config.json", "model.safetensors"};
   if (kind == HfExportKind::attnlab) {
     for (const char* name : kModelingFiles) {

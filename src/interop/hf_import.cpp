@@ -5,7 +5,7 @@
 #include <torch/torch.h>
 
 #include "attnlab/hf_interop.h"
-#include "checkpoint/posix_fs.h"
+#include "checkpoint/file_ops.h"
 #include "interop/hf_config.h"
 #include "interop/hf_tensor_names.h"
 

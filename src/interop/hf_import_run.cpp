@@ -11,10 +11,10 @@
 
 #include "attnlab/hf_interop.h"
 #include "attnlab/run_config.h"
-#include "checkpoint/posix_fs.h"
+#include "checkpoint/file_ops.h"
 #include "checkpoint/state_json.h"
 #include "interop/hf_config.h"
-#include "train/run_dir.h"
+#include "attnlab/run_dir.h"
 
 namespace attnlab {
 namespace {
@@ -131,7 +131,7 @@ HfImportResult import_hf(const fs::path& source, const fs::path& run_dir, const 
   result.model = common_architecture(revisions);
   const RunConfig cfg = imported_run_config(result.model, run_dir, revisions.back().step, options.overrides);
   require_new_directory(run_dir);
-  run_dir::claim(run_dir, cfg, /*must_be_new=*/true);
+  RunDir(run_dir).claim(cfg, /*must_be_new=*/true);
   try {
     for (const auto& r : revisions) {
       HfModel hf = read_hf_model(r.dir);

@@ -17,14 +17,15 @@
 #include "attnlab/batch_sampler.h"
 #include "attnlab/checkpoint.h"
 #include "attnlab/device.h"
+#include "attnlab/distributed.h"
 #include "attnlab/evaluate.h"
 #include "attnlab/init.h"
 #include "attnlab/lr_schedule.h"
 #include "attnlab/param_groups.h"
+#include "attnlab/run_dir.h"
 #include "attnlab/shards.h"
 #include "attnlab/version.h"
-#include "train/run_dir.h"
-#include "train/signals.h"
+#include "common/signals.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;
@@ -67,10 +68,22 @@ std::string format_duration(double seconds) {
   return s >= 3600 ? fmt::format("{}h{:02d}m", s / 3600, (s % 3600) / 60) : fmt::format("{}m{:02d}s", s / 60, s % 60);
 }
 
+// The run layer's errors (a foreign or damaged directory) stop a run like the trainer's own.
+template <class F>
+auto as_train_error(F&& f) {
+  try {
+    return f();
+  } catch (const FileError& e) {
+    if (dynamic_cast<const CheckpointError*>(&e)) throw;
+    throw TrainError(e.what());
+  }
+}
+
 // Everything one run holds while it trains.
 struct Session {
   const RunConfig& cfg;
   fs::path dir;
+  std::optional<RunWriter> writer;  // once the directory is claimed
   c10::Device device{c10::kCPU};
   bool autocast = false;
   GPT model{nullptr};
@@ -81,11 +94,12 @@ struct Session {
   double elapsed_before = 0.0;  // seconds spent in earlier sessions of this run
   Clock::time_point started = Clock::now();
   double peak = 0.0;
-  // Where this session's time went (seconds): the loop's overhead is everything but compute.
-  struct {
-    double data = 0, compute = 0, eval = 0, checkpoint = 0, log = 0, track = 0;
-  } time;
+  TimeSplit time;  // where this session's time went: the loop's overhead is everything but compute
   at::Tensor probe;  // the fixed activation-tracking batch [sequences, seq_len]; undefined when off
+  // Data parallelism (docs/distributed.md): this process's rank, the gradient all-reduce and the
+  // collectives; a world of one unless launched as a rank. Rank 0 alone writes the run directory.
+  dist::DataParallel dp;
+  int64_t micro_batches = 1;  // per rank and optimizer step
 
   double elapsed() const {
     return elapsed_before + std::chrono::duration<double>(Clock::now() - started).count();
@@ -113,7 +127,7 @@ void open_probe(Session& s) {
 }
 
 // One forward pass on the probe batch, logged as its own record type (SPEC section 5).
-void track_activations(Session& s, run_dir::MetricsLog& metrics) {
+void track_activations(Session& s, MetricsLog& metrics) {
   const auto t0 = Clock::now();
   const auto& t = s.cfg.track.activations;
   CaptureOptions options;
@@ -165,14 +179,12 @@ bool resume(Session& s, const TrainOptions& options) {
   auto ckpt = load_latest(s.dir, &warnings);
   if (!ckpt) return false;
   for (const auto& w : warnings) spdlog::warn("resume: {}", w);
-  std::vector<std::string> differing;
-  for (const auto& key : differing_keys(run_config_from_json(ckpt->state.config), s.cfg))
-    if (!run_dir::is_budget_key(key) && !is_observation_key(key) && key != "out_dir") differing.push_back(key);
+  const auto differing = resume_incompatible_keys(run_config_from_json(ckpt->state.config), s.cfg);
   if (!differing.empty()) {
     std::ostringstream msg;
     msg << "cannot resume " << ckpt->dir.string() << ": the config differs in";
     for (const auto& key : differing) msg << ' ' << key;
-    msg << " (only train.max_steps / train.token_budget and track.* may change)";
+    msg << " (" << kResumeRule << ")";
     throw TrainError(msg.str());
   }
   adopt(s, *ckpt);
@@ -184,20 +196,22 @@ bool resume(Session& s, const TrainOptions& options) {
 std::pair<double, double> train_step(Session& s, int64_t step) {
   set_learning_rate(*s.opt, learning_rate(s.cfg.optim, step, s.cfg.total_steps()));
   s.opt->zero_grad();
-  const int64_t accum = s.cfg.grad_accum_steps();
+  const int64_t accum = s.micro_batches;
   double loss_sum = 0.0;
   for (int64_t micro = 0; micro < accum; ++micro) {
     const auto t_data = Clock::now();
-    const auto batch = s.sampler->batch(step, micro);
+    // This rank's share of the step's global batch (batch_sampler.h): the same sequences for any split.
+    const auto batch = s.sampler->batch(step, (s.dp.rank() * accum + micro) * s.cfg.train.batch_size);
     s.time.data += std::chrono::duration<double>(Clock::now() - t_data).count();
     at::Tensor loss;
     {
       AutocastGuard autocast(s.device, s.autocast);
       loss = lm_loss(s.model->forward(batch.x.to(s.device)), batch.y.to(s.device)) / double(accum);
     }
-    loss.backward();
+    s.dp.backward(loss, /*reduce=*/micro + 1 == accum);  // gradients averaged over ranks on the last one
     loss_sum += loss.item<double>();
   }
+  loss_sum = s.dp.sum({loss_sum})[0] / s.dp.world_size();  // a NaN on any rank stops every rank
   if (!std::isfinite(loss_sum)) {
     throw TrainError(fmt::format("non-finite training loss at step {}; stopped without saving. The last good "
                                  "checkpoint in {} is kept (step {}); lower optim.lr or check the data",
@@ -207,6 +221,15 @@ std::pair<double, double> train_step(Session& s, int64_t step) {
   const double grad_norm = torch::nn::utils::clip_grad_norm_(s.model->parameters(), max_norm);
   s.opt->step();
   return {loss_sum, grad_norm};
+}
+
+// Validation loss: each rank evaluates every world_size-th batch, the token-weighted sums are added
+// over ranks (evaluate.h), so the value is the single-process one up to float64 round-off.
+double validation_loss(Session& s) {
+  const auto part = evaluate_sum(*s.model, *s.val, s.cfg.train.batch_size, s.device, s.autocast, s.dp.rank(),
+                                 s.dp.world_size());
+  const auto total = s.dp.sum({part.nats, double(part.tokens)});
+  return total[0] / total[1];
 }
 
 void save(Session& s) {
@@ -219,28 +242,27 @@ void save(Session& s) {
 }
 
 void write_final(Session& s, double val_loss) {
-  const auto counts = count_params(s.cfg.model);
-  nlohmann::json final_json = {
-      {"final_val_loss", val_loss},
-      {"best_val_loss", s.state.best_val_loss},
-      {"steps", s.state.step},
-      {"tokens_seen", s.state.tokens_seen},
-      {"params", {{"total", counts.total}, {"non_embedding", counts.non_embedding}, {"arm_extra", counts.arm_extra}}},
-      {"wall_time_s", s.elapsed()},
-      {"git_revision", git_revision()},
-      {"config_hash", config_hash(s.cfg)},
-      {"arm", s.cfg.model.arm},
-      {"seed", s.cfg.seed},
-      {"tier", s.cfg.tier},
-      {"device", device_name(s.device)},
-      {"val_tokens", s.val->num_targets()},
-      {"val_fingerprint", s.val->fingerprint()},
-      {"time_s", {{"data", s.time.data}, {"compute", s.time.compute}, {"eval", s.time.eval},
-                  {"checkpoint", s.time.checkpoint}, {"log", s.time.log},
-                  {"track", s.time.track}}},
-  };
-  if (s.state.extra.contains("parent")) final_json["parent"] = s.state.extra["parent"];
-  run_dir::write_atomically(s.dir / "final.json", final_json.dump(2) + "\n");
+  FinalRecord r;
+  r.final_val_loss = val_loss;
+  r.best_val_loss = s.state.best_val_loss;
+  r.steps = s.state.step;
+  r.tokens_seen = s.state.tokens_seen;
+  r.params = count_params(s.cfg.model);
+  r.wall_time_s = s.elapsed();
+  r.git_revision = git_revision();
+  r.config_hash = config_hash(s.cfg);
+  r.arm = s.cfg.model.arm;
+  r.seed = s.cfg.seed;
+  r.tier = s.cfg.tier;
+  r.device = device_name(s.device);
+  r.world_size = s.dp.world_size();
+  r.val_tokens = s.val->num_targets();
+  r.val_fingerprint = s.val->fingerprint();
+  r.time_s = s.time;
+  if (s.state.extra.contains("parent"))
+    r.parent = ParentRecord{s.state.extra["parent"]["checkpoint"].get<std::string>(),
+                            s.state.extra["parent"]["step"].get<int64_t>()};
+  s.writer->write_final(r);
 }
 
 }  // namespace
@@ -250,6 +272,8 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
   if (cfg.train.threads > 0) torch::set_num_threads(static_cast<int>(cfg.train.threads));
   Session s{cfg, fs::path(cfg.out_dir)};
   s.device = resolve_device(cfg.train.device);
+  s.dp = dist::DataParallel::from_environment(s.device, options.collective_timeout);  // CUDA: cuda:LOCAL_RANK
+  s.micro_batches = dist::micro_batches_per_rank(cfg, s.dp.world_size());
   s.autocast = cfg.train.precision == "bf16" && s.device.is_cuda();
   s.peak = peak_flops(s.device);
   if (options.branch_from && !fs::exists(*options.branch_from))
@@ -260,7 +284,9 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
   open_probe(s);
   build_model(s);
   s.state.config = to_json(cfg);
-  if (!options.branch_from) run_dir::claim(s.dir, cfg, /*must_be_new=*/false);
+  const RunDir run(s.dir);
+  if (!options.branch_from && s.dp.is_main())
+    s.writer = as_train_error([&] { return run.claim(cfg, /*must_be_new=*/false); });
   const bool resumed = resume(s, options);
   const int64_t total = cfg.total_steps();
   if (options.branch_from) {
@@ -268,26 +294,33 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
       throw TrainError("--branch-from " + options.branch_from->string() + ": the checkpoint is at step " +
                        std::to_string(s.state.step) + ", so a branch of " + std::to_string(total) +
                        " steps (train.max_steps / train.token_budget) has nothing to train");
-    run_dir::claim(s.dir, cfg, /*must_be_new=*/true);
+    if (s.dp.is_main()) s.writer = as_train_error([&] { return run.claim(cfg, /*must_be_new=*/true); });
   }
 
   TrainResult result{TrainStatus::finished, s.state.step, 0.0, s.dir};
-  if (s.state.step >= total && fs::exists(s.dir / "final.json")) {
-    spdlog::info("{}: already finished ({} steps)", s.dir.string(), s.state.step);
-    result.final_val_loss = nlohmann::json::parse(std::ifstream(s.dir / "final.json"))["final_val_loss"];
-    return result;
+  if (s.state.step >= total) {
+    if (const auto final_record = as_train_error([&] { return run.final_record(); })) {
+      spdlog::info("{}: already finished ({} steps)", s.dir.string(), s.state.step);
+      result.final_val_loss = final_record->final_val_loss;
+      return result;
+    }
   }
+  s.dp.verify_identical(*s.model, {{"resume step", s.state.step},
+                                   {"config hash", static_cast<int64_t>(std::stoull(config_hash(cfg), nullptr, 16))}});
+  s.dp.attach(*s.model);
   // A fresh start drops every line, step 0's probe included, that a run which never checkpointed left.
-  run_dir::MetricsLog metrics(s.dir / "metrics.jsonl", resumed ? s.state.step : -1);
+  std::optional<MetricsLog> metrics;  // rank 0's
+  if (s.dp.is_main()) metrics.emplace(s.writer->open_metrics(resumed ? s.state.step : -1));
   signals::StopRequestScope stop_scope;
   const int64_t tokens_per_step = cfg.effective_tokens_per_step();
   const auto keep = log_spaced_steps(cfg.checkpoint);
   const int64_t first_step = s.state.step;
   double last_val = std::numeric_limits<double>::quiet_NaN();
-  spdlog::info("train: steps {}..{} of {}, {} tokens/step ({} micro-batches of {}x{}), out {}", first_step + 1, total,
-               total, tokens_per_step, cfg.grad_accum_steps(), cfg.train.batch_size, cfg.train.seq_len, s.dir.string());
+  spdlog::info("train: steps {}..{} of {}, {} tokens/step ({} micro-batches of {}x{}{}), out {}", first_step + 1,
+               total, total, tokens_per_step, s.micro_batches, cfg.train.batch_size, cfg.train.seq_len,
+               s.dp.world_size() > 1 ? fmt::format(" on each of {} ranks", s.dp.world_size()) : "", s.dir.string());
 
-  if (s.probe.defined() && first_step == 0) track_activations(s, metrics);  // the initial state
+  if (metrics && s.probe.defined() && first_step == 0) track_activations(s, *metrics);  // the initial state
 
   for (int64_t step = first_step; step < total; ++step) {
     const auto t0 = Clock::now();
@@ -307,21 +340,22 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
                            {"grad_norm", grad_norm},
                            {"tokens_per_s", tokens_per_step / dt},
                            {"elapsed_s", s.elapsed()}};
-    if (s.peak > 0) line["mfu"] = flops_per_token(cfg) * tokens_per_step / dt / s.peak;
+    if (s.peak > 0) line["mfu"] = flops_per_token(cfg) * tokens_per_step / dt / (s.peak * s.dp.world_size());
     s.state.val_loss = std::numeric_limits<double>::quiet_NaN();
     if (s.state.step % cfg.eval.every == 0 || last) {
       const auto t_eval = Clock::now();
-      last_val = evaluate(*s.model, *s.val, cfg.train.batch_size, s.device, s.autocast);
+      last_val = validation_loss(s);
       s.time.eval += std::chrono::duration<double>(Clock::now() - t_eval).count();
       s.state.val_loss = last_val;
       s.state.best_val_loss = std::min(s.state.best_val_loss, last_val);
       line["val_loss"] = last_val;
     }
     const auto t_log = Clock::now();
-    metrics.append(line);
+    if (metrics) metrics->append(line);
     s.time.log += std::chrono::duration<double>(Clock::now() - t_log).count();
-    if (s.probe.defined() && (s.state.step % cfg.track.activations.every == 0 || last || keep.count(s.state.step)))
-      track_activations(s, metrics);
+    if (metrics && s.probe.defined() &&
+        (s.state.step % cfg.track.activations.every == 0 || last || keep.count(s.state.step)))
+      track_activations(s, *metrics);
     const auto t_print = Clock::now();
     if (s.state.step % cfg.train.log_every == 0 || last || s.state.step == first_step + 1) {
       const double eta = (total - s.state.step) * dt;
@@ -332,22 +366,24 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
                    format_duration(eta));
     }
     s.time.log += std::chrono::duration<double>(Clock::now() - t_print).count();
-    const int stop_signal = signals::stop_requested();
+    const int stop_signal = static_cast<int>(s.dp.max(signals::stop_requested()));  // every rank stops at one step
     const bool stop = stop_signal != 0 ||
                       (options.stop_after_steps > 0 && s.state.step - first_step >= options.stop_after_steps);
     if (last || stop || s.state.step % cfg.checkpoint.every == 0 || keep.count(s.state.step)) {
       const auto t_ckpt = Clock::now();
-      save(s);
+      if (s.dp.is_main()) save(s);
       s.time.checkpoint += std::chrono::duration<double>(Clock::now() - t_ckpt).count();
     }
     if (stop && !last) {
+      s.dp.barrier();  // no rank exits (which would end a torchrun job) before the checkpoint is written
       spdlog::info("stopped at step {}{}; checkpoint saved, resume with the same command", s.state.step,
                    stop_signal ? fmt::format(" (signal {})", stop_signal) : "");
       return {TrainStatus::interrupted, s.state.step, 0.0, s.dir, stop_signal};
     }
   }
-  if (std::isnan(last_val)) last_val = evaluate(*s.model, *s.val, cfg.train.batch_size, s.device, s.autocast);
-  write_final(s, last_val);
+  if (std::isnan(last_val)) last_val = validation_loss(s);
+  if (s.dp.is_main()) write_final(s, last_val);
+  s.dp.barrier();
   spdlog::info("done: {} steps, final val loss {:.4f} nats/token, {}", s.state.step, last_val,
                format_duration(s.elapsed()));
   result.step = s.state.step;

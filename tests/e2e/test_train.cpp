@@ -237,7 +237,7 @@ TEST_F(TrainTest, BranchFirstStepIsAnAdamWStepWithoutDecayFromTheParentsFullStat
   BatchSampler sampler(std::make_shared<const ShardSet>(ShardSet::open(cfg.data.train, 64)),
                        BatchSamplerOptions{cfg.train.batch_size, cfg.train.seq_len, cfg.seed});
   for (int64_t micro = 0; micro < 2; ++micro) {
-    const auto batch = sampler.batch(6, micro);
+    const auto batch = sampler.batch(6, micro * cfg.train.batch_size);
     (lm_loss(model->forward(batch.x), batch.y) / 2.0).backward();
   }
   const double lr = learning_rate(cfg.optim, 6, cfg.total_steps());

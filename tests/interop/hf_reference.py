@@ -93,7 +93,7 @@ def residuals(model, tokens):
 
 
 def stats_of(x):
-    """SPEC section 5's statistics of one state x [d_model], in float64 numpy."""
+    """docs/spec.md section 5's statistics of one state x [d_model], in float64 numpy."""
     a = np.abs(x.double().numpy())
     m = float(a.max())
     med = float(np.median(a))

@@ -29,8 +29,8 @@ namespace fs = std::filesystem;
 
 // ---- helpers ------------------------------------------------------------------------------------
 
-// POSIX calls rather than std::filesystem's operations: libtorch.so exports its own copies of
-// those, the linker binds ours to them, and its remove_all crashes (src/checkpoint/posix_fs.h).
+// POSIX calls here are a choice of style, not a workaround: std::filesystem binds to the system
+// libstdc++ since the link order puts it first (tests/unit/test_link_order.cpp).
 
 /// A fresh directory removed at the end of the test.
 class TempDir {

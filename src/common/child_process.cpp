@@ -1,4 +1,4 @@
-#include "sweep/child_process.h"
+#include "common/child_process.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "train/signals.h"
+#include "common/signals.h"
 
 #include <atomic>
 #include <csignal>

@@ -9,10 +9,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "common/csv_table.h"
 #include "attnlab/report.h"
-#include "attnlab/run_config.h"
+#include "attnlab/run_dir.h"
+#include "attnlab/sweep.h"
 #include "attnlab/wd_report.h"
+#include "common/csv_table.h"
+#include "common/json_number.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;
@@ -20,10 +22,8 @@ namespace {
 
 // tier/arm/variant without the optim.weight_decay level: runs that differ only in lambda (and seed).
 std::string group_of(const RunRecord& r) {
-  std::string group = r.tier + "/" + r.arm;
-  for (const auto& part : fs::path(r.variant))
-    if (!part.empty() && part.string().rfind("optim.weight_decay-", 0) != 0) group += "/" + part.string();
-  return group;
+  const std::string rest = variant_without(r.variant, "optim.weight_decay");
+  return r.tier + "/" + r.arm + (rest.empty() ? "" : "/" + rest);
 }
 
 void fit_group(WdGroup& g, std::vector<WdRun>& runs) {
@@ -51,26 +51,17 @@ void fit_group(WdGroup& g, std::vector<WdRun>& runs) {
   g.size_fit = fit_peak_size(lambda, peak);
 }
 
-nlohmann::json opt(const std::optional<double>& v) { return v && std::isfinite(*v) ? nlohmann::json(*v) : nlohmann::json(); }
-nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
 
 }  // namespace
 
 std::vector<MaxPoint> max_activation_curve(const fs::path& metrics_jsonl) {
-  std::ifstream in(metrics_jsonl);
-  if (!in) throw std::runtime_error(metrics_jsonl.string() + ": cannot read");
   std::vector<MaxPoint> curve;
-  for (std::string line; std::getline(in, line);) {
-    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object() || j.value("type", "") != "activations") continue;
-    MaxPoint p{j.at("step").get<int64_t>(), -1.0, 0};
-    for (const auto& layer : j.at("layers")) {
-      const double m = layer.at("peak").at("max_abs").get<double>();
-      if (m > p.max_abs) p.max_abs = m, p.layer = layer.at("layer").get<int64_t>();
-    }
+  for (const auto& record : read_metrics(metrics_jsonl).activations) {
+    MaxPoint p{record.step, -1.0, 0};
+    for (const auto& layer : record.layers)
+      if (layer.peak.max_abs > p.max_abs) p.max_abs = layer.peak.max_abs, p.layer = layer.layer;
     curve.push_back(p);
   }
-  std::stable_sort(curve.begin(), curve.end(), [](const MaxPoint& a, const MaxPoint& b) { return a.step < b.step; });
   return curve;
 }
 
@@ -96,13 +87,9 @@ WdReport build_wd_report(const fs::path& sweep_dir) {
     r.name = rec.name, r.tier = rec.tier, r.arm = rec.arm, r.variant = rec.variant, r.seed = rec.seed;
     r.group = group_of(rec);
     r.finished = rec.finished();
-    const fs::path dir = sweep_dir / rec.name;
-    try {
-      r.lambda = load_run_config(dir / "config.yaml").optim.weight_decay;
-    } catch (const std::exception& e) {
-      throw std::runtime_error((dir / "config.yaml").string() + ": " + e.what());
-    }
-    if (fs::exists(dir / "metrics.jsonl")) r.curve = max_activation_curve(dir / "metrics.jsonl");
+    const RunDir run(sweep_dir / rec.name);
+    r.lambda = run.config().optim.weight_decay;
+    if (fs::exists(run.metrics_file())) r.curve = max_activation_curve(run.metrics_file());
     r.peak = find_peak(r.curve, &r.note);
     if (std::find(groups.begin(), groups.end(), r.group) == groups.end()) groups.push_back(r.group);
     report.runs.push_back(std::move(r));
@@ -131,9 +118,9 @@ nlohmann::json wd_json(const WdReport& report) {
   }
   for (const auto& g : report.groups) {
     nlohmann::json j = {{"group", g.group}, {"note", g.note}, {"peak_step_fit", nullptr}, {"peak_size_fit", nullptr}};
-    if (g.step_fit) j["peak_step_fit"] = {{"n", g.step_fit->n}, {"a", g.step_fit->a}, {"b", g.step_fit->b}, {"r", num(g.step_fit->r)}};
+    if (g.step_fit) j["peak_step_fit"] = {{"n", g.step_fit->n}, {"a", g.step_fit->a}, {"b", g.step_fit->b}, {"r", json_number(g.step_fit->r)}};
     if (g.size_fit)
-      j["peak_size_fit"] = {{"n", g.size_fit->n}, {"p", g.size_fit->p}, {"p_se", opt(g.size_fit->p_se)}, {"log_c", g.size_fit->log_c}};
+      j["peak_size_fit"] = {{"n", g.size_fit->n}, {"p", g.size_fit->p}, {"p_se", json_number(g.size_fit->p_se)}, {"log_c", g.size_fit->log_c}};
     groups.push_back(j);
   }
   return {{"kind", "weight_decay"},

@@ -1,39 +1,28 @@
 #include "attnlab/run_state.h"
 
-#include <fstream>
-
 #include <fmt/format.h>
 
-#include "attnlab/checkpoint.h"
+#include "attnlab/run_dir.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;
 
-namespace {
-
-int64_t newest_checkpoint_step(const fs::path& run_dir) {
-  const auto ckpts = list_checkpoints(run_dir);
-  return ckpts.empty() ? 0 : ckpts.back().step;
-}
-
-}  // namespace
-
 RunState inspect_run(const fs::path& run_dir, const std::string& expected_hash) {
+  const RunDir run(run_dir);
   RunState state;
-  if (!fs::exists(run_dir / "config.yaml")) return state;
+  if (!run.claimed()) return state;
   state.status = RunStatus::partial;
-  state.step = newest_checkpoint_step(run_dir);
-  const fs::path final_path = run_dir / "final.json";
-  if (!fs::exists(final_path)) return state;
-  std::ifstream in(final_path);
-  auto final_json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (final_json.is_discarded() || !final_json.is_object() || !final_json.value("final_val_loss", nlohmann::json()).is_number()) {
-    state.detail = "final.json unreadable or without a numeric final_val_loss";
+  const auto ckpts = run.checkpoints();
+  state.step = ckpts.empty() ? 0 : ckpts.back().step;
+  try {
+    state.final_record = run.final_record();
+  } catch (const FileError& e) {
+    state.detail = fmt::format("final.json damaged ({})", e.problem());
     return state;
   }
-  state.final_json = std::move(final_json);
-  state.step = state.final_json.value("steps", int64_t{0});
-  const std::string hash = state.final_json.value("config_hash", std::string());
+  if (!state.final_record) return state;
+  state.step = state.final_record->steps;
+  const std::string& hash = state.final_record->config_hash;
   if (!expected_hash.empty() && hash != expected_hash) {
     state.status = RunStatus::stale;
     state.detail = fmt::format("final.json is from config {}, the sweep expects {}", hash, expected_hash);
@@ -59,7 +48,7 @@ std::string describe(const RunState& state) {
     case RunStatus::partial:
       return fmt::format("partial at step {}{}", state.step, state.detail.empty() ? "" : " (" + state.detail + ")");
     case RunStatus::finished:
-      return fmt::format("finished (step {}, val {:.4f})", state.step, state.final_json.value("final_val_loss", 0.0));
+      return fmt::format("finished (step {}, val {:.4f})", state.step, state.final_record->final_val_loss);
     case RunStatus::stale: return "stale: " + state.detail;
   }
   return "unknown";

@@ -1,7 +1,7 @@
-// The few file-system operations checkpoints need, on POSIX calls rather than std::filesystem:
-// libtorch.so exports its own copies of std::filesystem's operations (status, rename, remove_all,
-// ...), the dynamic linker binds ours to them, and its remove_all crashed (a null call). Paths
-// stay std::filesystem::path, whose methods are not affected.
+// The file-system operations checkpoints need, each throwing CheckpointError that names the path (or
+// reporting failure by its result), so the checkpoint code reads as a sequence of steps. std::filesystem
+// underneath: every binary links the system libstdc++ before LibTorch (attnlab_link_stdcxx_first in
+// CMakeLists.txt, checked by tests/unit/test_link_order.cpp), so its calls bind to the system's copy.
 #pragma once
 
 #include <cstdint>
@@ -14,9 +14,9 @@ namespace attnlab::detail {
 
 bool is_dir(const std::filesystem::path& path);
 bool is_file(const std::filesystem::path& path);
-/// Size in bytes, or std::nullopt (with errno set) when it cannot be read.
+/// Size in bytes, or std::nullopt when it cannot be read.
 std::optional<uint64_t> file_bytes(const std::filesystem::path& path);
-/// Entry names (without "." and ".."); empty when `dir` cannot be read.
+/// Entry names; empty when `dir` cannot be read.
 std::vector<std::string> list_directory(const std::filesystem::path& dir);
 
 /// mkdir -p. Returns whether `dir` itself was created; throws CheckpointError naming it on failure.

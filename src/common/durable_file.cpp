@@ -1,4 +1,4 @@
-#include "checkpoint/durable_file.h"
+#include "common/durable_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -6,13 +6,13 @@
 #include <cerrno>
 #include <cstring>
 
-#include "attnlab/checkpoint_error.h"
+#include "attnlab/file_error.h"
 
 namespace attnlab::detail {
 namespace {
 
 [[noreturn]] void fail(const std::filesystem::path& path, const char* what) {
-  throw CheckpointError(path, std::string(what) + ": " + std::strerror(errno));
+  throw FileError(path, std::string(what) + ": " + std::strerror(errno));
 }
 
 }  // namespace
@@ -50,6 +50,19 @@ void write_file_durably(const std::filesystem::path& path, const std::string& co
   DurableFile file(path);
   file.write(contents.data(), contents.size());
   file.commit();
+}
+
+void write_file_atomically(const std::filesystem::path& path, const std::string& contents) {
+  const auto dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  const auto tmp = dir / ("." + path.filename().string() + ".tmp");
+  try {
+    write_file_durably(tmp, contents);
+    if (::rename(tmp.c_str(), path.c_str()) != 0) fail(path, "cannot rename the temporary file over it");
+  } catch (...) {
+    ::unlink(tmp.c_str());  // nothing half-written stays behind
+    throw;
+  }
+  fsync_directory(dir);
 }
 
 void fsync_directory(const std::filesystem::path& dir) {

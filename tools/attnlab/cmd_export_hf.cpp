@@ -26,8 +26,8 @@ fs::path cached_gpt2_vocabulary() {
   return root / "gpt2" / "gpt2.tiktoken";
 }
 
-// The tokenizer.json beside the run's data.val shards (as `attnlab eval` reads it); GPT-2 assumed when
-// there is none, as for llm.c's shards or a run without data.val.
+// The tokenizer.json beside the run's data.val shards (as `attnlab eval` reads it); unknown (assumed)
+// when there is none, as for llm.c's shards or a run without data.val.
 TokenizerInfo run_tokenizer(const LoadedModel& loaded) {
   const std::string val = loaded.config.contains("data") ? loaded.config["data"].value("val", "") : "";
   if (!val.empty()) return read_tokenizer_info(fs::path(val).parent_path().string());
@@ -46,7 +46,7 @@ fs::path tokenizer_file(const std::string& choice, const LoadedModel& loaded, co
                  loaded.model_config.vocab_size);
     return {};
   }
-  if (info.tokenizer != "gpt2") {
+  if (!info.assumed && info.tokenizer != "gpt2") {
     spdlog::info("no tokenizer files: the run's shards are {} tokens ({})", info.tokenizer, info.file);
     return {};
   }

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "attnlab/version.h"
-#include "checkpoint/posix_fs.h"
+#include "checkpoint/file_ops.h"
 #include "checkpoint/sha256.h"
 
 namespace attnlab::detail {

@@ -40,14 +40,17 @@ python_for_venv() {
 
 install_venv() {
   if [ -x "$ATTNLAB_VENV/bin/python" ] &&
-     "$ATTNLAB_VENV/bin/python" -c "import torch, numpy, matplotlib, sentencepiece, tiktoken; assert torch.__version__.startswith('$TORCH_VERSION')" 2>/dev/null; then
+     "$ATTNLAB_VENV/bin/python" -c "import torch, numpy, matplotlib, sentencepiece, tiktoken, transformers, safetensors, lm_eval, accelerate, scipy; assert torch.__version__.startswith('$TORCH_VERSION')" 2>/dev/null; then
     return 0
   fi
   echo "[setup] preparing the Python environment in $ATTNLAB_VENV (torch==$TORCH_VERSION; a few GB, once)"
   mkdir -p "$ATTNLAB_CACHE"
   [ -x "$ATTNLAB_VENV/bin/python" ] || "$(python_for_venv)" -m venv "$ATTNLAB_VENV"
   "$ATTNLAB_VENV/bin/python" -m pip install -q --upgrade pip
-  "$ATTNLAB_VENV/bin/python" -m pip install -q "torch==$TORCH_VERSION" numpy matplotlib sentencepiece tiktoken
+  # transformers, safetensors and lm-eval[hf] (with accelerate): Hugging Face interop and its tests
+  # (docs/interop.md); scipy: the tests' Spearman correlations
+  "$ATTNLAB_VENV/bin/python" -m pip install -q "torch==$TORCH_VERSION" numpy matplotlib sentencepiece tiktoken \
+    transformers safetensors "lm-eval[hf]" scipy
 }
 
 # GPT-2's BPE vocabulary for offline use (tools/prepare_data.py --tokenizer gpt2 and its known-id test):

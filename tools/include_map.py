@@ -31,7 +31,7 @@ FLOORS = [
     ["config", "checkpoint"],
     ["run"],
     ["distributed"],
-    ["train", "probes", "activations"],
+    ["train", "probes", "activations", "interop"],
     ["sweep", "report"],
     ["tools"],
 ]
@@ -43,6 +43,7 @@ HEADER_FOLDER = {
     "checkpoint_error": "checkpoint",
     "distributed": "distributed",
     "file_error": "common",
+    "hf_interop": "interop",
     "injection": "probes",
     "model": "model",
     "probe_report": "report",

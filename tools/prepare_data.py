@@ -106,7 +106,7 @@ def to_uint16(ids: list[int], vocab_size: int) -> np.ndarray:
 
 @dataclass
 class Tokenizer:
-    kind: str          # "gpt2" | "sentencepiece" | "bytes"
+    kind: str          # "gpt2" | "sentencepiece" | "bytes" | "hf"
     vocab_size: int
     eot: int           # written before every document
     encode_batch: Callable[[list], list]  # texts -> token id lists (threaded where the library can)
@@ -182,6 +182,25 @@ def sentencepiece_tokenizer(model_path: str) -> Tokenizer:
                      model=os.path.basename(model_path),
                      description="SentencePiece BPE trained on the train documents; <s> (1) separates "
                                  "documents; byte fallback, identity normalisation")
+
+
+def hf_tokenizer(directory: str) -> Tokenizer:
+    """A transformers tokenizer saved in `directory` (tools/hf_fetch.py --tokenizer-out), for models
+    brought in by `attnlab import-hf`: vocab_size is the model's when a config.json is there (Pythia's
+    embedding has more rows than its tokenizer has tokens), and its end-of-text token separates documents."""
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(directory)
+    vocab_size = len(tok)
+    config = os.path.join(directory, "config.json")
+    if os.path.isfile(config):
+        with open(config, encoding="utf-8") as f:
+            vocab_size = max(vocab_size, int(json.load(f).get("vocab_size", vocab_size)))
+    if tok.eos_token_id is None:
+        fail(f"{directory}: the tokenizer has no end-of-text token to separate documents")
+    return Tokenizer("hf", vocab_size, tok.eos_token_id,
+                     lambda texts: tok(texts, add_special_tokens=False)["input_ids"],
+                     description=f"transformers tokenizer of {os.path.abspath(directory)}; "
+                                 f"{tok.eos_token_id} ({tok.eos_token}) separates documents")
 
 
 # ---- documents and the train/val split ----------------------------------------------------------
@@ -281,6 +300,10 @@ def choose_text_tokenizer(args, train_texts: list[str]) -> Tokenizer:
             fail("GPT-2 BPE needs its vocabulary: --gpt2-tiktoken FILE, or --gpt2-encoder encoder.json "
                  f"--gpt2-vocab vocab.bpe (scripts/setup.sh fetches {DEFAULT_GPT2_TIKTOKEN})")
         return gpt2_tokenizer(gpt2_ranks(args.gpt2_tiktoken, args.gpt2_encoder, args.gpt2_vocab))
+    if kind == "hf":
+        if not args.hf_tokenizer:
+            fail("--tokenizer hf needs --hf-tokenizer DIR (a saved transformers tokenizer)")
+        return hf_tokenizer(args.hf_tokenizer)
     if kind == "sentencepiece":
         return train_sentencepiece(train_texts, args.vocab_size, os.path.join(args.out, "tokenizer.model"))
     return bytes_tokenizer()
@@ -368,9 +391,11 @@ def parser() -> argparse.ArgumentParser:
     tx.add_argument("--inputs", nargs="+", required=True, help="files or globs (** recurses)")
     tx.add_argument("--out", required=True, help="output directory")
     tx.add_argument("--name", help="shard name prefix (default: the output directory's name)")
-    tx.add_argument("--tokenizer", choices=["auto", "gpt2", "sentencepiece", "bytes"], default="auto",
+    tx.add_argument("--tokenizer", choices=["auto", "gpt2", "sentencepiece", "bytes", "hf"], default="auto",
                     help="auto: gpt2 when its vocabulary files are given, else sentencepiece, "
-                         "else bytes (when sentencepiece is not installed)")
+                         "else bytes (when sentencepiece is not installed); hf: --hf-tokenizer's")
+    tx.add_argument("--hf-tokenizer", help="directory of a saved transformers tokenizer (e.g. Pythia's, "
+                                           "tools/hf_fetch.py --tokenizer-out), for --tokenizer hf")
     tx.add_argument("--vocab-size", type=int, default=4096, help="SentencePiece vocabulary size")
     tx.add_argument("--gpt2-tiktoken", help="GPT-2 BPE as a .tiktoken file")
     tx.add_argument("--gpt2-encoder", help="GPT-2 encoder.json (with --gpt2-vocab)")

@@ -103,6 +103,13 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& run_dir, cons
                                       const torch::optim::AdamW& opt, const TrainState& state,
                                       const RetentionPolicy& policy = {});
 
+/// The weights-only form of save_checkpoint (state.json and model.safetensors, no optimizer file), for
+/// models that come without optimizer state (attnlab import-hf). Keeps every checkpoint of the run.
+/// What reads the optimizer (resuming, restore_optimizer, preconditioned retention) then refuses or
+/// reports null, as for any checkpoint without optimizer.safetensors. Throws as save_checkpoint.
+std::filesystem::path save_weights_checkpoint(const std::filesystem::path& run_dir, const GPTImpl& model,
+                                              const TrainState& state);
+
 /// Deletes the run's checkpoints that `policy` does not keep, and never `just_saved`; returns their
 /// steps. A checkpoint whose state.json cannot be read counts as having no val_loss.
 /// save_checkpoint() calls this with the step it wrote (which need not be the newest: a corrupt

@@ -1,5 +1,7 @@
 // GPT-2-style pre-LayerNorm decoder whose attention is an arm (SPEC section 2). Read it like
-// nanoGPT's model.py: embeddings, a stack of blocks, a final LayerNorm, the tied LM head.
+// nanoGPT's model.py: embeddings, a stack of blocks, a final LayerNorm, the tied LM head. The
+// ModelConfig options for GPT-NeoX (rotary positions, parallel residual, untied head, exact GELU)
+// change only the lines that name them (docs/interop.md).
 #pragma once
 
 #include <functional>
@@ -62,25 +64,35 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
  private:
   ArmSpec arm_;
   int64_t n_head_, d_model_;
+  int64_t rotary_dims_;  ///< 0 = no rotary (ModelConfig::rotary_dims)
+  double rotary_base_;
 };
 TORCH_MODULE(CausalSelfAttention);
 
 class MLPImpl : public torch::nn::Module {
  public:
-  explicit MLPImpl(int64_t d_model);
-  at::Tensor forward(const at::Tensor& x);  ///< GELU (tanh approximation, GPT-2), width 4 d_model
+  /// gelu: "tanh" (GPT-2's approximation) or "erf" (exact), as ModelConfig::gelu.
+  MLPImpl(int64_t d_model, const std::string& gelu);
+  at::Tensor forward(const at::Tensor& x);  ///< c_proj(GELU(c_fc x)), width 4 d_model
   torch::nn::Linear c_fc{nullptr}, c_proj{nullptr};
+
+ private:
+  std::string gelu_approximate_;  ///< at::gelu's "tanh" or "none"
 };
 TORCH_MODULE(MLP);
 
 class BlockImpl : public torch::nn::Module {
  public:
   BlockImpl(const ModelConfig& cfg, const ArmSpec& arm);
+  /// x + attn(ln_1 x), then + mlp(ln_2 .) of that; with parallel_residual x + attn(ln_1 x) + mlp(ln_2 x).
   at::Tensor forward(const at::Tensor& x, int64_t layer, const ForwardHooks* hooks = nullptr,
                      PreparedKeys* cache = nullptr);
   torch::nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
   CausalSelfAttention attn{nullptr};
   MLP mlp{nullptr};
+
+ private:
+  bool parallel_residual_;
 };
 TORCH_MODULE(Block);
 
@@ -109,9 +121,11 @@ class GPTImpl : public torch::nn::Module {
   const ModelConfig& config() const { return cfg_; }
   const ArmSpec& arm() const { return arm_; }
 
-  torch::nn::Embedding wte{nullptr}, wpe{nullptr};
+  torch::nn::Embedding wte{nullptr};
+  torch::nn::Embedding wpe{nullptr};  ///< learned positions; none with rotary positions (rotary_fraction > 0)
   torch::nn::ModuleList h{nullptr};
   torch::nn::LayerNorm ln_f{nullptr};
+  torch::nn::Linear lm_head{nullptr};  ///< untied_head only: weight [padded_vocab, d_model], no bias
   at::Tensor sink_token;  ///< [d_model] e_sink (sink_token arm only)
 
  private:

@@ -17,21 +17,33 @@ struct ModelConfig {
   int64_t vocab_size = 4096;               ///< real vocabulary; the embedding is padded (padded_vocab)
   GateKind routing_gate = GateKind::norm;  ///< gate form of routing-slot arms (renorm)
 
+  // Architecture options beyond GPT-2 (GPT-NeoX / Pythia; docs/interop.md). Each is off by default,
+  // so a config without them is the GPT-2 model of SPEC section 2; each composes with every arm.
+  double rotary_fraction = 0.0;    ///< 0: learned absolute positions (wpe). > 0: no wpe; rotary position
+                                   ///< embeddings on the first rotary_dims() channels of every head's q, k
+  double rotary_base = 10000.0;    ///< theta of the rotary frequencies theta^(-2i / rotary_dims)
+  bool parallel_residual = false;  ///< x + attn(ln_1 x) + mlp(ln_2 x) instead of two sequential residuals
+  bool untied_head = false;        ///< a separate LM head lm_head.weight [padded_vocab, d_model]
+  std::string gelu = "tanh";       ///< MLP activation: "tanh" (GPT-2's approximation) | "erf" (exact GELU)
+
   int64_t head_dim() const { return d_model / n_head; }
   /// vocab_size rounded up to a multiple of 64 (50257 -> 50304), as in nanoGPT / llm.c.
   int64_t padded_vocab() const { return (vocab_size + 63) / 64 * 64; }
+  /// Rotated channels per head: floor(rotary_fraction * head_dim), as GPT-NeoX counts them; 0 = off.
+  int64_t rotary_dims() const;
   /// The arm's spec with the configured routing gate applied.
   ArmSpec arm_spec() const { return with_routing_gate(arm_by_name(arm), routing_gate); }
   /// Throws std::invalid_argument naming the first impossible value (unknown arm, d_model not
-  /// divisible by n_head, non-positive sizes).
+  /// divisible by n_head, non-positive sizes, rotary_fraction outside [0, 1] or giving an odd or zero
+  /// rotary_dims(), rotary_base <= 0, gelu not tanh or erf).
   void validate() const;
 };
 
 /// Parameter counts of a model with this config (SPEC section 2: "non-embedding" excludes the token
-/// and position embeddings; the tied LM head is not counted twice).
+/// and position embeddings; the tied LM head is not counted twice, an untied one counts as embedding).
 struct ParamCounts {
   int64_t total = 0;
-  int64_t non_embedding = 0;  ///< total - wte - wpe
+  int64_t non_embedding = 0;  ///< total - wte - wpe - lm_head
   int64_t arm_extra = 0;      ///< parameters the arm adds (SPEC section 1's table)
 };
 ParamCounts count_params(const ModelConfig& cfg);

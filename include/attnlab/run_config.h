@@ -149,8 +149,9 @@ void check_fits_memory(const RunConfig& cfg, double available_bytes, const std::
 /// config_hash and allowed to differ when a run resumes.
 bool is_observation_key(const std::string& key);
 
-/// Stable 16-hex-digit hash of the resolved configuration (recorded in final.json), without out_dir
-/// and the observation keys (track.*).
+/// Stable 16-hex-digit hash of the resolved configuration (recorded in final.json), without out_dir,
+/// the observation keys (track.*) and the GPT-NeoX model options at their defaults (added later: a
+/// config that does not use them keeps the hash it had before they existed).
 std::string config_hash(const RunConfig& cfg);
 
 }  // namespace attnlab

@@ -65,18 +65,22 @@ void refuse_non_finite(const TensorMap& tensors, const fs::path& file) {
 }
 
 /// What a checkpoint of `model` and `opt` holds, refused when not finite; files are named as they
-/// will be under `final_dir`.
+/// will be under `final_dir`. Without `opt` (an imported model) there is no optimizer state.
 struct Tensors {
   TensorMap weights;
+  bool has_optimizer = false;
   detail::AdamWTensors adamw;
 };
 
-Tensors gather(const GPTImpl& model, const torch::optim::AdamW& opt, const fs::path& final_dir) {
+Tensors gather(const GPTImpl& model, const torch::optim::AdamW* opt, const fs::path& final_dir) {
   Tensors out;
   for (const auto& item : model.named_parameters()) out.weights[item.key()] = item.value();
-  out.adamw = detail::adamw_state(model, opt, final_dir / kOptimizerFile);
   refuse_non_finite(out.weights, final_dir / kModelFile);
-  refuse_non_finite(out.adamw.tensors, final_dir / kOptimizerFile);
+  if (opt != nullptr) {
+    out.has_optimizer = true;
+    out.adamw = detail::adamw_state(model, *opt, final_dir / kOptimizerFile);
+    refuse_non_finite(out.adamw.tensors, final_dir / kOptimizerFile);
+  }
   return out;
 }
 
@@ -96,14 +100,17 @@ void write_files(const fs::path& dir, const Tensors& tensors, const ModelConfig&
                      {kMetaModel, dump_for(detail::model_config_to_json(model), dir / kModelFile)},
                      {kMetaConfig, dump_for(state.config, dir / kModelFile)},
                      {kMetaStep, step}});
-  write_safetensors(
-      dir / kOptimizerFile, tensors.adamw.tensors,
-      {{"format", "pt"}, {kMetaGroups, dump_for(tensors.adamw.groups, dir / kOptimizerFile)}, {kMetaStep, step}});
+  if (tensors.has_optimizer) {
+    write_safetensors(
+        dir / kOptimizerFile, tensors.adamw.tensors,
+        {{"format", "pt"}, {kMetaGroups, dump_for(tensors.adamw.groups, dir / kOptimizerFile)}, {kMetaStep, step}});
+  }
 
   detail::StateFile s{state, model, json::object()};
   s.state.git_revision = git_revision();
   s.state.rng = capture_rng_states();
-  for (const char* name : {kModelFile, kOptimizerFile}) s.files[name] = file_record(dir / name);
+  s.files[kModelFile] = file_record(dir / kModelFile);
+  if (tensors.has_optimizer) s.files[kOptimizerFile] = file_record(dir / kOptimizerFile);
   const std::string text = dump_for(detail::state_file_to_json(s), dir / kStateFile, 2) + "\n";
   detail::write_file_durably(dir / kStateFile, text);
   detail::write_file_durably(dir / detail::kStateChecksumFile, detail::state_checksum_line(text));
@@ -252,8 +259,10 @@ LoadedModel model_from_file(const fs::path& file) {
 
 }  // namespace
 
-fs::path save_checkpoint(const fs::path& run_dir, const GPTImpl& model, const torch::optim::AdamW& opt,
-                         const TrainState& state, const RetentionPolicy& policy) {
+namespace {
+
+fs::path save(const fs::path& run_dir, const GPTImpl& model, const torch::optim::AdamW* opt,
+              const TrainState& state, const RetentionPolicy& policy) {
   if (policy.keep_last < 1) throw std::invalid_argument("checkpoint retention: keep_last must be at least 1");
   const fs::path final_dir = checkpoint_dir(run_dir, state.step);
   detail::check_train_state(state, final_dir / kStateFile);  // never write what the reader refuses
@@ -272,6 +281,19 @@ fs::path save_checkpoint(const fs::path& run_dir, const GPTImpl& model, const to
   publish(tmp, final_dir);
   apply_retention(run_dir, policy, state.step);  // only now is the new checkpoint durable
   return final_dir;
+}
+
+}  // namespace
+
+fs::path save_checkpoint(const fs::path& run_dir, const GPTImpl& model, const torch::optim::AdamW& opt,
+                         const TrainState& state, const RetentionPolicy& policy) {
+  return save(run_dir, model, &opt, state, policy);
+}
+
+fs::path save_weights_checkpoint(const fs::path& run_dir, const GPTImpl& model, const TrainState& state) {
+  RetentionPolicy keep_all;
+  keep_all.keep_last = std::numeric_limits<int64_t>::max();
+  return save(run_dir, model, nullptr, state, keep_all);
 }
 
 LoadedCheckpoint load_checkpoint(const fs::path& ckpt_dir, bool with_optimizer) {

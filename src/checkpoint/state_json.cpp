@@ -94,6 +94,28 @@ const json& object_field(const json& j, const std::string& key, const fs::path& 
   return v;
 }
 
+double number_field(const json& j, const std::string& key, const fs::path& file) {
+  const json& v = field(j, key, file);
+  if (!v.is_number()) throw CheckpointError(file, "field '" + key + "' is not a number: " + v.dump());
+  return v.get<double>();
+}
+
+bool bool_field(const json& j, const std::string& key, const fs::path& file) {
+  const json& v = field(j, key, file);
+  if (!v.is_boolean()) throw CheckpointError(file, "field '" + key + "' is not true or false: " + v.dump());
+  return v.get<bool>();
+}
+
+/// The options added after format version 1 was fixed; a checkpoint written before them lacks the
+/// keys and had them off, which the defaults say.
+void read_architecture_options(const json& j, ModelConfig& cfg, const fs::path& file) {
+  if (j.contains("rotary_fraction")) cfg.rotary_fraction = number_field(j, "rotary_fraction", file);
+  if (j.contains("rotary_base")) cfg.rotary_base = number_field(j, "rotary_base", file);
+  if (j.contains("parallel_residual")) cfg.parallel_residual = bool_field(j, "parallel_residual", file);
+  if (j.contains("untied_head")) cfg.untied_head = bool_field(j, "untied_head", file);
+  if (j.contains("gelu")) cfg.gelu = string_field(j, "gelu", file);
+}
+
 RngStates parse_rng(const json& j, const fs::path& file) {
   RngStates rng;
   rng.cpu = from_hex(string_field(j, "cpu", file), file);
@@ -211,7 +233,12 @@ json model_config_to_json(const ModelConfig& cfg) {
           {"d_model", cfg.d_model},
           {"block_size", cfg.block_size},
           {"vocab_size", cfg.vocab_size},
-          {"routing_gate", to_string(cfg.routing_gate)}};
+          {"routing_gate", to_string(cfg.routing_gate)},
+          {"rotary_fraction", cfg.rotary_fraction},
+          {"rotary_base", cfg.rotary_base},
+          {"parallel_residual", cfg.parallel_residual},
+          {"untied_head", cfg.untied_head},
+          {"gelu", cfg.gelu}};
 }
 
 ModelConfig model_config_from_json(const json& j, const fs::path& origin) {
@@ -222,6 +249,7 @@ ModelConfig model_config_from_json(const json& j, const fs::path& origin) {
   cfg.d_model = int_field(j, "d_model", origin);
   cfg.block_size = int_field(j, "block_size", origin);
   cfg.vocab_size = int_field(j, "vocab_size", origin);
+  read_architecture_options(j, cfg, origin);
   try {
     cfg.routing_gate = parse_gate_kind(string_field(j, "routing_gate", origin));
     cfg.validate();

@@ -33,6 +33,11 @@ void visit_fields(RunConfig& c, V& v) {
     v.field("block_size", c.model.block_size);
     v.field("vocab_size", c.model.vocab_size);
     v.field("routing_gate", c.model.routing_gate);
+    v.field("rotary_fraction", c.model.rotary_fraction);
+    v.field("rotary_base", c.model.rotary_base);
+    v.field("parallel_residual", c.model.parallel_residual);
+    v.field("untied_head", c.model.untied_head);
+    v.field("gelu", c.model.gelu);
   });
   v.section("attention", [&] { v.field("backend", c.attention.backend); });
   v.section("data", [&] {
@@ -317,6 +322,10 @@ std::string config_hash(const RunConfig& cfg) {
   auto j = to_json(cfg);
   j.erase("out_dir");  // where a run lives is not what it computes
   j.erase("track");    // nor what it observes on the way (is_observation_key)
+  // Model options added after runs existed count only when set, so those runs keep their hash.
+  const auto defaults = to_json(RunConfig{})["model"];
+  for (const char* key : {"rotary_fraction", "rotary_base", "parallel_residual", "untied_head", "gelu"})
+    if (j["model"][key] == defaults[key]) j["model"].erase(key);
   const uint64_t h = seed_mix::fnv1a(j.dump());  // over the canonical (sorted-key) dump
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));

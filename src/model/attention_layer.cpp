@@ -1,10 +1,12 @@
 #include "attnlab/arm_params.h"
 #include "attnlab/model.h"
+#include "attnlab/rotary.h"
 
 namespace attnlab {
 
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& cfg, const ArmSpec& arm)
-    : arm_(arm), n_head_(cfg.n_head), d_model_(cfg.d_model) {
+    : arm_(arm), n_head_(cfg.n_head), d_model_(cfg.d_model), rotary_dims_(cfg.rotary_dims()),
+      rotary_base_(cfg.rotary_base) {
   c_attn = register_module("c_attn", torch::nn::Linear(cfg.d_model, 3 * cfg.d_model));
   c_proj = register_module("c_proj", torch::nn::Linear(cfg.d_model, cfg.d_model));
   for (const auto& p : attention_params(arm, cfg.n_head, cfg.head_dim())) {
@@ -26,6 +28,11 @@ at::Tensor CausalSelfAttentionImpl::forward(const at::Tensor& x, int64_t layer,
   auto heads = [&](const at::Tensor& t) { return t.view({B, T, n_head_, d}).transpose(1, 2); };
   auto qkv = c_attn(x).split(d_model_, /*dim=*/2);
   auto q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);  // (B, H, T, d)
+  if (rotary_dims_ > 0) {  // positions continue after the cached keys when decoding
+    const int64_t first = cache && cache->k.defined() ? cache->k.size(2) : 0;
+    q = apply_rotary(q, first, rotary_dims_, rotary_base_);
+    k = apply_rotary(k, first, rotary_dims_, rotary_base_);
+  }
   if (hooks && hooks->edit_values) v = hooks->edit_values(layer, v);
 
   const auto params = arm_params();
@@ -52,25 +59,27 @@ at::Tensor CausalSelfAttentionImpl::forward(const at::Tensor& x, int64_t layer,
   return c_proj(y);
 }
 
-MLPImpl::MLPImpl(int64_t d_model) {
+MLPImpl::MLPImpl(int64_t d_model, const std::string& gelu) : gelu_approximate_(gelu == "erf" ? "none" : "tanh") {
   c_fc = register_module("c_fc", torch::nn::Linear(d_model, 4 * d_model));
   c_proj = register_module("c_proj", torch::nn::Linear(4 * d_model, d_model));
 }
 
 at::Tensor MLPImpl::forward(const at::Tensor& x) {
-  return c_proj(at::gelu(c_fc(x), "tanh"));
+  return c_proj(at::gelu(c_fc(x), gelu_approximate_));
 }
 
-BlockImpl::BlockImpl(const ModelConfig& cfg, const ArmSpec& arm) {
+BlockImpl::BlockImpl(const ModelConfig& cfg, const ArmSpec& arm) : parallel_residual_(cfg.parallel_residual) {
   ln_1 = register_module("ln_1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg.d_model})));
   attn = register_module("attn", CausalSelfAttention(cfg, arm));
   ln_2 = register_module("ln_2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg.d_model})));
-  mlp = register_module("mlp", MLP(cfg.d_model));
+  mlp = register_module("mlp", MLP(cfg.d_model, cfg.gelu));
 }
 
 at::Tensor BlockImpl::forward(const at::Tensor& x, int64_t layer, const ForwardHooks* hooks,
                               PreparedKeys* cache) {
-  auto y = x + attn->forward(ln_1(x), layer, hooks, cache);
+  auto a = attn->forward(ln_1(x), layer, hooks, cache);
+  if (parallel_residual_) return mlp->forward(ln_2(x)) + a + x;  // GPT-NeoX's order of the sum
+  auto y = x + a;
   return y + mlp->forward(ln_2(y));
 }
 

@@ -10,10 +10,14 @@ GPTImpl::GPTImpl(ModelConfig cfg) : cfg_(std::move(cfg)) {
   cfg_.validate();
   arm_ = cfg_.arm_spec();
   wte = register_module("wte", torch::nn::Embedding(cfg_.padded_vocab(), cfg_.d_model));
-  wpe = register_module("wpe", torch::nn::Embedding(cfg_.block_size, cfg_.d_model));
+  if (cfg_.rotary_dims() == 0) wpe = register_module("wpe", torch::nn::Embedding(cfg_.block_size, cfg_.d_model));
   h = register_module("h", torch::nn::ModuleList());
   for (int64_t l = 0; l < cfg_.n_layer; ++l) h->push_back(Block(cfg_, arm_));
   ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg_.d_model})));
+  if (cfg_.untied_head) {
+    lm_head = register_module(
+        "lm_head", torch::nn::Linear(torch::nn::LinearOptions(cfg_.d_model, cfg_.padded_vocab()).bias(false)));
+  }
   if (arm_.sink_token) sink_token = register_parameter("sink_token", torch::zeros({cfg_.d_model}));
   for (const auto& p : attention_params(arm_, cfg_.n_head, cfg_.head_dim())) {
     if (!p.weight_decay) no_decay_arm_params_.insert(p.name);
@@ -34,15 +38,16 @@ void GPTImpl::set_attention_backend(AttentionBackend backend) {
 
 // Token + position embeddings of idx, whose first token sits at text position `first_position`.
 // The sink token carries no position embedding: e_sink is learned, so one would be redundant, and
-// text tokens keep the positions they have in every other arm (docs/design.md).
+// text tokens keep the positions they have in every other arm (docs/design.md). With rotary
+// positions there is no wpe: the attention layers rotate q and k by sequence index instead.
 at::Tensor GPTImpl::embed(const at::Tensor& idx, int64_t first_position, bool prepend_sink) {
   const int64_t B = idx.size(0), T = idx.size(1);
   if (first_position + T > cfg_.block_size) {
     throw std::invalid_argument("sequence of " + std::to_string(first_position + T) +
                                 " tokens exceeds model.block_size = " + std::to_string(cfg_.block_size));
   }
-  auto pos = at::arange(first_position, first_position + T, idx.options().dtype(at::kLong));
-  auto x = wte(idx) + wpe(pos);  // (B, T, C)
+  auto x = wte(idx);  // (B, T, C)
+  if (wpe) x = x + wpe(at::arange(first_position, first_position + T, idx.options().dtype(at::kLong)));
   if (prepend_sink) x = at::cat({sink_token.view({1, 1, -1}).expand({B, 1, cfg_.d_model}), x}, 1);
   return x;
 }
@@ -58,7 +63,7 @@ at::Tensor GPTImpl::run_blocks(at::Tensor x, const ForwardHooks* hooks, KVCache*
 }
 
 at::Tensor GPTImpl::head(const at::Tensor& x) {
-  auto logits = at::linear(ln_f(x), wte->weight);  // tied embedding, (B, T, Vpad)
+  auto logits = at::linear(ln_f(x), lm_head ? lm_head->weight : wte->weight);  // tied unless untied_head, (B, T, Vpad)
   // Autograd's backward of a narrow fills a zero tensor and copies into it, even when the narrow keeps
   // every column: skip it when the vocabulary needs no padding.
   if (cfg_.vocab_size == cfg_.padded_vocab()) return logits;

@@ -15,7 +15,30 @@ void require_positive(int64_t value, const char* key) {
   }
 }
 
+void validate_architecture_options(const ModelConfig& cfg) {
+  if (!(cfg.rotary_fraction >= 0.0 && cfg.rotary_fraction <= 1.0)) {
+    throw std::invalid_argument("model.rotary_fraction must lie in [0, 1] (0 = learned positions), got " +
+                                std::to_string(cfg.rotary_fraction));
+  }
+  const int64_t dims = cfg.rotary_dims();
+  if (cfg.rotary_fraction > 0.0 && (dims < 2 || dims % 2 != 0)) {
+    throw std::invalid_argument("model.rotary_fraction = " + std::to_string(cfg.rotary_fraction) + " of head_dim " +
+                                std::to_string(cfg.head_dim()) + " rotates " + std::to_string(dims) +
+                                " channels; rotary needs an even number, at least 2");
+  }
+  if (!(cfg.rotary_base > 0.0)) {
+    throw std::invalid_argument("model.rotary_base must be positive, got " + std::to_string(cfg.rotary_base));
+  }
+  if (cfg.gelu != "tanh" && cfg.gelu != "erf") {
+    throw std::invalid_argument("model.gelu must be tanh or erf, got '" + cfg.gelu + "'");
+  }
+}
+
 }  // namespace
+
+int64_t ModelConfig::rotary_dims() const {
+  return static_cast<int64_t>(static_cast<double>(head_dim()) * rotary_fraction);
+}
 
 void ModelConfig::validate() const {
   arm_spec();  // throws on an unknown arm name
@@ -28,6 +51,7 @@ void ModelConfig::validate() const {
     throw std::invalid_argument("model.d_model = " + std::to_string(d_model) +
                                 " is not divisible by model.n_head = " + std::to_string(n_head));
   }
+  validate_architecture_options(*this);
 }
 
 ParamCounts count_params(const ModelConfig& cfg) {
@@ -38,7 +62,9 @@ ParamCounts count_params(const ModelConfig& cfg) {
   ParamCounts counts;
   counts.arm_extra = arm_extra_params(cfg.arm_spec(), cfg.n_layer, cfg.n_head, cfg.head_dim(), d);
   counts.non_embedding = cfg.n_layer * per_block + 2 * d /* ln_f */ + counts.arm_extra;
-  counts.total = counts.non_embedding + cfg.padded_vocab() * d + cfg.block_size * d;
+  const int64_t positions = cfg.rotary_fraction > 0 ? 0 : cfg.block_size * d;  // rotary has no wpe
+  const int64_t heads = (cfg.untied_head ? 2 : 1) * cfg.padded_vocab() * d;    // wte (+ lm_head)
+  counts.total = counts.non_embedding + heads + positions;
   return counts;
 }
 

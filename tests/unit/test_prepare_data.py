@@ -149,6 +149,36 @@ class KnownIds(unittest.TestCase):
             self.assertEqual(read_split(out, "train").tolist(), [50256, 15496, 995])
 
 
+class HfTokenizer(unittest.TestCase):
+    """--tokenizer hf: a saved transformers tokenizer (here a word-level one made in-process, offline)."""
+
+    def test_shards_hold_the_tokenizers_ids_and_the_models_vocab_size(self):
+        from tokenizers import Tokenizer as RawTokenizer
+        from tokenizers.models import WordLevel
+        from tokenizers.pre_tokenizers import Whitespace
+        from transformers import PreTrainedTokenizerFast
+        vocab = {"<eot>": 0, "[UNK]": 1, "hello": 2, "world": 3, "again": 4}
+        raw = RawTokenizer(WordLevel(vocab, unk_token="[UNK]"))
+        raw.pre_tokenizer = Whitespace()
+        with tempfile.TemporaryDirectory() as tmp:
+            saved = os.path.join(tmp, "tok")
+            PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<eot>", unk_token="[UNK]").save_pretrained(saved)
+            with open(os.path.join(saved, "config.json"), "w") as f:
+                json.dump({"vocab_size": 64}, f)  # the model's embedding is larger than the tokenizer
+            write_docs(tmp, {"docs/a.txt": "hello world", "docs/b.txt": "world hello again"})
+            out, meta = run_text(tmp, [os.path.join(tmp, "docs", "*.txt")], "--tokenizer", "hf",
+                                 "--hf-tokenizer", saved)
+            self.assertEqual((meta["tokenizer"], meta["vocab_size"], meta["eot"]), ("hf", 64, 0))
+            stream = sorted([read_split(out, "val").tolist(), read_split(out, "train").tolist()])
+            self.assertEqual(stream, [[0, 2, 3], [0, 3, 2, 4]])
+
+    def test_hf_needs_a_directory(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            write_docs(tmp, {"a.txt": "x", "b.txt": "y"})
+            with self.assertRaises(SystemExit):
+                run_text(tmp, [os.path.join(tmp, "*.txt")], "--tokenizer", "hf")
+
+
 @unittest.skipUnless(os.path.isdir(PYDOC), f"{PYDOC} absent (Debian package python3.11-doc)")
 class SentencePiece(unittest.TestCase):
     def test_round_trip_on_unseen_real_text(self):

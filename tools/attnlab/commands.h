@@ -41,5 +41,7 @@ void add_retention_command(CLI::App& app);
 void add_ablate_command(CLI::App& app);
 void add_probe_command(CLI::App& app);
 void add_inject_command(CLI::App& app);
+void add_export_hf_command(CLI::App& app);
+void add_import_hf_command(CLI::App& app);
 
 }  // namespace attnlab::cli

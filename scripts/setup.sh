@@ -86,7 +86,7 @@ Torch_DIR="$("$ATTNLAB_VENV/bin/python" -c 'import torch.utils; print(torch.util
 export Torch_DIR
 export CCACHE_DIR="${CCACHE_DIR:-$ATTNLAB_CACHE/ccache}"
 # PCH-friendly ccache settings (a precompiled LibTorch header is used by every target).
-export CCACHE_SLOPPINESS="pch_defines,time_macros,include_file_mtime,include_file_ctime"
+export CCACHE_SLOPPINESS="pch_defines,time_macros"
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-8G}"
 # Paths inside the checkout are hashed relative to it, so a fresh clone elsewhere (CI) hits the
 # objects an earlier build on this machine left in the cache.

@@ -1,5 +1,8 @@
 #include "attnlab/device.h"
 
+#include <sys/sysinfo.h>
+
+#include <limits>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -32,6 +35,13 @@ double peak_flops(const c10::Device& device) {
   for (const auto& [part, flops] : table)
     if (name.find(part) != std::string::npos) return flops;
   return 0.0;
+}
+
+double device_memory_bytes(const c10::Device& device) {
+  if (device.is_cuda()) return double(at::cuda::getDeviceProperties(device.index())->totalGlobalMem);
+  struct sysinfo info {};
+  if (::sysinfo(&info) != 0) return std::numeric_limits<double>::infinity();  // unknown: let the allocator decide
+  return (double(info.totalram) + double(info.totalswap)) * double(info.mem_unit);
 }
 
 AutocastGuard::AutocastGuard(const c10::Device& device, bool enabled) {

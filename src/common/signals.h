@@ -4,7 +4,9 @@
 
 namespace attnlab::signals {
 
-/// Installs the handlers for SIGINT and SIGTERM (restored by the destructor).
+/// Installs the handlers for SIGINT and SIGTERM (restored by the destructor). Scopes nest: an inner
+/// one changes nothing, so a signal caught by an outer scope (e.g. the train command's, installed
+/// before the start-up) is still reported inside it.
 class StopRequestScope {
  public:
   StopRequestScope();
@@ -13,7 +15,7 @@ class StopRequestScope {
   StopRequestScope& operator=(const StopRequestScope&) = delete;
 };
 
-/// The signal received since the scope began, or 0.
+/// The signal received since the outermost scope began, or 0.
 int stop_requested();
 
 }  // namespace attnlab::signals

@@ -19,6 +19,7 @@
 #include "attnlab/device.h"
 #include "attnlab/distributed.h"
 #include "attnlab/evaluate.h"
+#include "attnlab/grad_clip.h"
 #include "attnlab/init.h"
 #include "attnlab/lr_schedule.h"
 #include "attnlab/param_groups.h"
@@ -100,6 +101,7 @@ struct Session {
   // collectives; a world of one unless launched as a rank. Rank 0 alone writes the run directory.
   dist::DataParallel dp;
   int64_t micro_batches = 1;  // per rank and optimizer step
+  nlohmann::json schedule_change;  // a resume's changed step budget (a metrics.jsonl record); null when none
 
   double elapsed() const {
     return elapsed_before + std::chrono::duration<double>(Clock::now() - started).count();
@@ -161,12 +163,47 @@ void adopt(Session& s, const LoadedCheckpoint& ckpt) {
   s.elapsed_before = s.state.extra.value("elapsed_s", 0.0);
 }
 
+// What resuming needs beyond check_restorable: the trainer's own fields in state.json's "extra".
+void check_resumable(const LoadedCheckpoint& ckpt, const Session& s) {
+  check_restorable(ckpt, *s.model, *s.opt);
+  const auto& extra = ckpt.state.extra;
+  if (extra.contains("elapsed_s") && !(extra["elapsed_s"].is_number() && extra["elapsed_s"].get<double>() >= 0))
+    throw CheckpointError(ckpt.dir / "state.json",
+                          "extra.elapsed_s is " + extra["elapsed_s"].dump() + ", not a duration in seconds");
+}
+
+// The newest checkpoint of `source` (a run directory, or one checkpoint) that loads and restores
+// into this session; a damaged one is skipped for the one before it.
+std::optional<LoadedCheckpoint> usable_checkpoint(const Session& s, const fs::path& source,
+                                                  std::vector<std::string>* warnings) {
+  const CheckpointCheck check = [&](const LoadedCheckpoint& c) { check_resumable(c, s); };
+  if (!fs::exists(source / "state.json")) return load_latest(source, warnings, true, check);
+  auto ckpt = load_checkpoint(source);
+  check(ckpt);
+  return ckpt;
+}
+
+// A resume under another step budget re-shapes the cosine of the steps still to come: said in the
+// log and recorded for metrics.jsonl, with the learning rate of the next step before and after.
+void note_budget_change(Session& s, const LoadedCheckpoint& ckpt) {
+  const int64_t before = run_config_from_json(ckpt.state.config).total_steps(), after = s.cfg.total_steps();
+  if (before == after) return;
+  const int64_t next = ckpt.state.step;  // 0-based index of the next step
+  const double lr_before = learning_rate(s.cfg.optim, next, before), lr_after = learning_rate(s.cfg.optim, next, after);
+  spdlog::warn(
+      "resume: the step budget changed from {} to {} steps (train.max_steps / train.token_budget), so the "
+      "learning-rate schedule of steps {}..{} is re-shaped: step {} gets lr {:.3e} instead of {:.3e}",
+      before, after, next + 1, after, next + 1, lr_after, lr_before);
+  s.schedule_change = {{"type", "schedule_change"},    {"step", next},
+                       {"total_steps_before", before}, {"total_steps", after},
+                       {"next_lr_before", lr_before},  {"next_lr", lr_after}};
+}
+
 // Resume from the newest good checkpoint (or branch from another run's). Returns false when fresh.
 bool resume(Session& s, const TrainOptions& options) {
   if (options.branch_from) {
     const auto source = *options.branch_from;
-    std::optional<LoadedCheckpoint> found =
-        fs::exists(source / "state.json") ? std::optional(load_checkpoint(source)) : load_latest(source);
+    auto found = usable_checkpoint(s, source, nullptr);
     if (!found) throw TrainError("--branch-from " + source.string() + ": no checkpoint there");
     auto& ckpt = *found;
     adopt(s, ckpt);
@@ -176,7 +213,7 @@ bool resume(Session& s, const TrainOptions& options) {
     return true;
   }
   std::vector<std::string> warnings;
-  auto ckpt = load_latest(s.dir, &warnings);
+  auto ckpt = usable_checkpoint(s, s.dir, &warnings);
   if (!ckpt) return false;
   for (const auto& w : warnings) spdlog::warn("resume: {}", w);
   const auto differing = resume_incompatible_keys(run_config_from_json(ckpt->state.config), s.cfg);
@@ -187,13 +224,26 @@ bool resume(Session& s, const TrainOptions& options) {
     msg << " (" << kResumeRule << ")";
     throw TrainError(msg.str());
   }
+  note_budget_change(s, *ckpt);
   adopt(s, *ckpt);
   spdlog::info("resume: from {} (step {})", ckpt->dir.string(), ckpt->state.step);
   return true;
 }
 
+// The error that stops a diverged run at `step` (1-based) before anything of that step is saved.
+TrainError diverged(const Session& s, const std::string& what, int64_t step) {
+  const auto kept = list_checkpoints(s.dir);
+  return TrainError(fmt::format(
+      "non-finite {} at step {}; stopped without saving. {}; lower optim.lr, set "
+      "optim.grad_clip, or check the data",
+      what, step,
+      kept.empty()
+          ? "The run has no checkpoint yet"
+          : fmt::format("The newest checkpoint, {} (step {}), is kept", kept.back().dir.string(), kept.back().step)));
+}
+
 // One optimizer step: accumulate gradients over micro-batches, clip, update. Returns (loss, grad norm).
-std::pair<double, double> train_step(Session& s, int64_t step) {
+std::pair<double, double> train_step(Session& s, int64_t step, const TrainOptions& options) {
   set_learning_rate(*s.opt, learning_rate(s.cfg.optim, step, s.cfg.total_steps()));
   s.opt->zero_grad();
   const int64_t accum = s.micro_batches;
@@ -212,13 +262,14 @@ std::pair<double, double> train_step(Session& s, int64_t step) {
     loss_sum += loss.item<double>();
   }
   loss_sum = s.dp.sum({loss_sum})[0] / s.dp.world_size();  // a NaN on any rank stops every rank
-  if (!std::isfinite(loss_sum)) {
-    throw TrainError(fmt::format("non-finite training loss at step {}; stopped without saving. The last good "
-                                 "checkpoint in {} is kept (step {}); lower optim.lr or check the data",
-                                 step + 1, checkpoints_dir(s.dir).string(), s.state.step));
-  }
-  const double max_norm = s.cfg.optim.grad_clip > 0 ? s.cfg.optim.grad_clip : std::numeric_limits<double>::infinity();
-  const double grad_norm = torch::nn::utils::clip_grad_norm_(s.model->parameters(), max_norm);
+  if (!std::isfinite(loss_sum)) throw diverged(s, "training loss", step + 1);
+  if (options.after_backward) options.after_backward(*s.model, step);
+  // A non-finite norm stops the run before the update, so the weights and AdamW moments stay as
+  // they were (docs/checkpoints.md, "Numerics of a step").
+  const auto params = s.model->parameters();
+  const double grad_norm = global_grad_norm(params);
+  if (!std::isfinite(grad_norm)) throw diverged(s, fmt::format("gradient norm ({})", grad_norm), step + 1);
+  clip_gradients(params, grad_norm, s.cfg.optim.grad_clip);
   s.opt->step();
   return {loss_sum, grad_norm};
 }
@@ -230,6 +281,16 @@ double validation_loss(Session& s) {
                                  s.dp.world_size());
   const auto total = s.dp.sum({part.nats, double(part.tokens)});
   return total[0] / total[1];
+}
+
+// The validation loss of the model as it is now; a non-finite one stops the run before anything
+// of this step is saved.
+double checked_evaluation(Session& s) {
+  const auto t_eval = Clock::now();
+  const double val = validation_loss(s);
+  s.time.eval += std::chrono::duration<double>(Clock::now() - t_eval).count();
+  if (!std::isfinite(val)) throw diverged(s, "validation loss", s.state.step);
+  return val;
 }
 
 void save(Session& s) {
@@ -267,13 +328,21 @@ void write_final(Session& s, double val_loss) {
 
 }  // namespace
 
+StopSignalScope::StopSignalScope() : scope_(std::make_unique<signals::StopRequestScope>()) {}
+StopSignalScope::~StopSignalScope() = default;
+
 TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
+  // First, so a SIGINT / SIGTERM during the start-up is honoured as one during training is.
+  StopSignalScope stop_scope;
   validate(cfg);
   if (cfg.train.threads > 0) torch::set_num_threads(static_cast<int>(cfg.train.threads));
   Session s{cfg, fs::path(cfg.out_dir)};
   s.device = resolve_device(cfg.train.device);
   s.dp = dist::DataParallel::from_environment(s.device, options.collective_timeout);  // CUDA: cuda:LOCAL_RANK
   s.micro_batches = dist::micro_batches_per_rank(cfg, s.dp.world_size());
+  check_fits_memory(cfg, device_memory_bytes(s.device), device_name(s.device));  // before any allocation
+  if (s.dp.is_main())
+    for (const auto& warning : config_warnings(cfg)) spdlog::warn("config: {}", warning);
   s.autocast = cfg.train.precision == "bf16" && s.device.is_cuda();
   s.peak = peak_flops(s.device);
   if (options.branch_from && !fs::exists(*options.branch_from))
@@ -311,7 +380,13 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
   // A fresh start drops every line, step 0's probe included, that a run which never checkpointed left.
   std::optional<MetricsLog> metrics;  // rank 0's
   if (s.dp.is_main()) metrics.emplace(s.writer->open_metrics(resumed ? s.state.step : -1));
-  signals::StopRequestScope stop_scope;
+  if (metrics && !s.schedule_change.is_null()) metrics->append(s.schedule_change);
+  // A signal during the start-up (StopSignalScope above) stops before the first step, on every rank.
+  if (const int sig = static_cast<int>(s.dp.max(signals::stop_requested()))) {
+    spdlog::info("stopped before step {} (signal {}), during the start-up; nothing was trained, so nothing to save",
+                 s.state.step + 1, sig);
+    return {TrainStatus::interrupted, s.state.step, 0.0, s.dir, sig};
+  }
   const int64_t tokens_per_step = cfg.effective_tokens_per_step();
   const auto keep = log_spaced_steps(cfg.checkpoint);
   const int64_t first_step = s.state.step;
@@ -325,7 +400,7 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
   for (int64_t step = first_step; step < total; ++step) {
     const auto t0 = Clock::now();
     const double data_before = s.time.data;
-    const auto [loss, grad_norm] = train_step(s, step);
+    const auto [loss, grad_norm] = train_step(s, step, options);
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     s.time.compute += dt - (s.time.data - data_before);
     s.state.step = step + 1;
@@ -343,9 +418,7 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
     if (s.peak > 0) line["mfu"] = flops_per_token(cfg) * tokens_per_step / dt / (s.peak * s.dp.world_size());
     s.state.val_loss = std::numeric_limits<double>::quiet_NaN();
     if (s.state.step % cfg.eval.every == 0 || last) {
-      const auto t_eval = Clock::now();
-      last_val = validation_loss(s);
-      s.time.eval += std::chrono::duration<double>(Clock::now() - t_eval).count();
+      last_val = checked_evaluation(s);
       s.state.val_loss = last_val;
       s.state.best_val_loss = std::min(s.state.best_val_loss, last_val);
       line["val_loss"] = last_val;
@@ -382,7 +455,7 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
       return {TrainStatus::interrupted, s.state.step, 0.0, s.dir, stop_signal};
     }
   }
-  if (std::isnan(last_val)) last_val = validation_loss(s);
+  if (std::isnan(last_val)) last_val = checked_evaluation(s);
   if (s.dp.is_main()) write_final(s, last_val);
   s.dp.barrier();
   spdlog::info("done: {} steps, final val loss {:.4f} nats/token, {}", s.state.step, last_val,

@@ -61,6 +61,7 @@ void add_train_command(CLI::App& app) {
       if (code != 0) throw CLI::RuntimeError(code);
       return;
     }
+    const StopSignalScope stop_signals;  // before any work: the whole start-up stops cleanly on SIGTERM
     auto cfg = load_run_config(args->config, args->sets);
     TrainOptions options;
     if (!args->branch_from.empty()) options.branch_from = args->branch_from;

@@ -270,7 +270,7 @@ class OpenTrained : public ::testing::Test {
     lm_loss(model->forward(idx), idx).backward();  // one step, so AdamW has moments to save
     opt.step();
     TrainState state;
-    state.step = 3;
+    state.step = 3, state.tokens_seen = 3 * 8;  // 3 steps of 2 x 4 tokens: state.json checks tokens_seen >= step
     state.config = to_json(cfg_);
     save_checkpoint(run(), *model, opt, state);
   }

@@ -47,8 +47,10 @@ struct FinalRecord {
 /// The JSON object final.json holds (every key; "parent" only for a branch).
 nlohmann::json to_json(const FinalRecord& record);
 
-/// Reads that object back. Throws FileError naming `origin` and the first key that is missing or
-/// has the wrong type.
+/// Reads that object back. Throws FileError naming `origin` and the first key that is missing, has
+/// the wrong type (a count must be an integer, a loss a number: `"steps": "sixteen"`, 16.5 or
+/// `"final_val_loss": null` are refused) or holds a value no run has (a negative count, steps < 1, a
+/// negative or non-finite final loss).
 FinalRecord final_record_from_json(const nlohmann::json& j, const std::filesystem::path& origin);
 
 }  // namespace attnlab

@@ -6,13 +6,15 @@
 //   <run>/checkpoints/    step_NNNNNN/ (checkpoint.h)
 //   <run>/final.json      FinalRecord (final_record.h), once the run has reached its last step
 //   <run>/probes/         outputs of analyses of the run (probe, inject), reused while current
+//   <run>/run.lock        held by the process that trains the run (its pid and host inside)
 //
 // Reading never changes the directory. Writing goes through the RunWriter that claim() returns, so
-// only the trainer that owns the run writes its files.
+// only the trainer that owns the run writes its files, and only one trainer at a time (docs/runs.md).
 #pragma once
 
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,8 +24,12 @@
 #include "attnlab/final_record.h"
 #include "attnlab/run_config.h"
 #include "attnlab/run_metrics.h"
+#include "attnlab/run_state.h"
 
 namespace attnlab {
+namespace detail {
+class FileLock;
+}
 
 /// Keys (full paths) in which `wanted` differs from `stored` that a run cannot change when it
 /// resumes: everything but the step budget (train.max_steps, train.token_budget), what it observes
@@ -50,43 +56,62 @@ class RunDir {
   std::filesystem::path checkpoints_path() const { return checkpoints_dir(dir_); }
   /// Where analyses of this run keep their outputs.
   std::filesystem::path probes_path() const { return dir_ / "probes"; }
+  /// The lock file of claim(); it means something only while a process holds it.
+  std::filesystem::path lock_file() const { return dir_ / "run.lock"; }
 
   /// True once a trainer has claimed the directory (config.yaml exists).
   bool claimed() const;
+  /// For a directory without config.yaml: why it cannot be claimed as it stands, with the remedy
+  /// ("holds checkpoints/, metrics.jsonl but no config.yaml: ... move it away ..."); "" when it does
+  /// not exist or holds nothing but the lock file and the temporary of an interrupted claim.
+  std::string unclaimable_reason() const;
   /// config.yaml, typed and checked. Throws FileError naming the file when it is missing, does not
-  /// parse or fails load_run_config's checks (the message keeps the key's name).
+  /// parse or fails load_run_config's checks (the message keeps the key's name and says what to do).
   RunConfig config() const;
   /// final.json; std::nullopt before the run has finished. Throws FileError naming the file and key
-  /// when it exists but cannot be read as a FinalRecord (a damaged file is never a default).
+  /// when it exists but cannot be read as a FinalRecord (a damaged file is never a default); the
+  /// message ends with the remedy (delete it, and `attnlab train` rewrites it from the newest
+  /// checkpoint).
   std::optional<FinalRecord> final_record() const;
+  /// The process holding the directory's lock (a trainer at work on it); std::nullopt when none.
+  /// Reads the lock without taking it. Throws FileError when the lock file cannot be queried.
+  std::optional<RunHolder> holder() const;
   /// The checkpoints by ascending step, from their directory names (list_checkpoints).
   std::vector<CheckpointInfo> checkpoints() const;
   /// metrics.jsonl read (read_metrics); empty when the run has logged nothing yet.
   MetricsHistory metrics() const;
 
-  /// Makes the directory this run's: creates it and writes config.yaml, or checks that the
-  /// config.yaml there may be continued by `cfg` (resume_incompatible_keys) and rewrites it.
-  /// `must_be_new` refuses an existing run too (a branch). Throws FileError naming the directory and
-  /// the differing keys when it belongs to another run, or holds files but no config.yaml.
+  /// Makes the directory this run's: creates it, takes its lock (run.lock, held until the returned
+  /// RunWriter is destroyed or the process ends, kill -9 included) and writes config.yaml, or checks
+  /// that the config.yaml there may be continued by `cfg` (resume_incompatible_keys) and rewrites it.
+  /// `must_be_new` refuses an existing run too (a branch). Throws FileError naming the directory:
+  /// when another process holds it (naming that process's pid and host), when it belongs to another
+  /// run (naming the differing keys), or when it holds files but no config.yaml (unclaimable_reason).
   RunWriter claim(const RunConfig& cfg, bool must_be_new) const;
 
  private:
   std::filesystem::path dir_;
 };
 
-/// The right to write a claimed run directory; the trainer holds it for the whole run.
+/// The right to write a claimed run directory; the trainer holds it for the whole run. It holds the
+/// directory's lock, so it can be moved but not copied.
 class RunWriter {
  public:
+  RunWriter(RunWriter&&) noexcept;
+  RunWriter& operator=(RunWriter&&) noexcept;
+  ~RunWriter();  ///< releases the lock
+
   const RunDir& dir() const { return dir_; }
   /// Writes final.json atomically (write_file_atomically). Throws FileError.
   void write_final(const FinalRecord& record) const;
-  /// metrics.jsonl opened for appending after `resume_step` (MetricsLog).
+  /// metrics.jsonl opened for appending after `resume_step` (MetricsLog, its default retries).
   MetricsLog open_metrics(int64_t resume_step) const;
 
  private:
   friend class RunDir;
-  explicit RunWriter(RunDir dir) : dir_(std::move(dir)) {}
+  RunWriter(RunDir dir, detail::FileLock lock);
   RunDir dir_;
+  std::unique_ptr<detail::FileLock> lock_;
 };
 
 /// Every run directory under `root` (one holding config.yaml), sorted, not looking inside

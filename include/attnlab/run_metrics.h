@@ -4,9 +4,10 @@
 // {"type": "activations", "step", "probe_sequences", "massive", "layers": layers_json()}.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
+#include <functional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -39,19 +40,48 @@ struct MetricsHistory {
 /// opened, or when an activation record lacks a key the trainer always writes.
 MetricsHistory read_metrics(const std::filesystem::path& metrics_jsonl);
 
-/// The trainer's side: appends records, one line each, flushed at once. Opening it for a run
-/// resumed at `resume_step` first drops the lines of later steps (logged after the checkpoint the
-/// run resumes from), so every step appears once; resume_step = -1 (a fresh start) drops every line,
-/// the initial activation record included. Throws FileError naming the file when it cannot be
-/// rewritten or opened, or when an append fails.
+/// How MetricsLog::append() meets a failed write (a full disk, a quota, an I/O error): `attempts`
+/// tries in all, waiting `first_wait` after the first failure and twice as long after each next one
+/// (the defaults: 6 tries over about 8 s). `wait` does the waiting (tests replace it).
+struct AppendRetry {
+  int attempts = 6;
+  std::chrono::milliseconds first_wait{250};
+  std::function<void(std::chrono::milliseconds)> wait;  ///< empty: std::this_thread::sleep_for
+};
+
+/// The trainer's side: appends records, one line each, each written to the file (write(2)) before
+/// append() returns. Opening it for a run resumed at `resume_step` first drops the lines of later
+/// steps (logged after the checkpoint the run resumes from), so every step appears once;
+/// resume_step = -1 (a fresh start) drops every line, the initial activation record included.
+///
+/// Every write is checked. A failed append cuts off what it wrote of its line, waits and tries again
+/// (`retry`); when every try fails it throws FileError naming the file and the error (strerror), and
+/// the run stops: the lines written before stay whole, and a line is never dropped silently.
+/// Durability: sync() (fsync) before each checkpoint is saved makes every line up to the step a
+/// resume starts from durable; later lines are dropped on resume anyway. Throws FileError naming the
+/// file when it cannot be rewritten or opened, or when an append or sync fails.
 class MetricsLog {
  public:
-  MetricsLog(const std::filesystem::path& path, int64_t resume_step);
+  MetricsLog(const std::filesystem::path& path, int64_t resume_step, AppendRetry retry = {});
+  MetricsLog(MetricsLog&& other) noexcept;
+  MetricsLog& operator=(MetricsLog&&) = delete;
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
+  ~MetricsLog();
+
   void append(const nlohmann::json& record);
+  /// fsync: every line appended so far survives a crash of the machine.
+  void sync();
 
  private:
+  /// One try at writing `line` at the end; 0, or the errno of the failure (its bytes cut off again).
+  int try_append(const std::string& line);
+
   std::filesystem::path path_;
-  std::ofstream out_;
+  int fd_ = -1;
+  int64_t size_ = 0;          ///< bytes of whole lines in the file
+  bool fragment_ = false;     ///< a failed try left bytes that could not be cut off: start a new line
+  AppendRetry retry_;
 };
 
 }  // namespace attnlab

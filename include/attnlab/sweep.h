@@ -81,7 +81,8 @@ std::string variant_without(const std::string& variant, const std::string& key);
 std::vector<SweepRun> expand_sweep(const SweepSpec& spec);
 
 /// Writes <out>/configs/<tier>.yaml for the tiers of `runs`: a file that includes the base, then the
-/// tier (tier-less sweeps train from the base directly). Throws SweepError when it cannot write.
+/// tier (tier-less sweeps train from the base directly), each atomically. Throws FileError naming the
+/// file when it cannot write.
 void write_run_configs(const SweepSpec& spec, const std::vector<SweepRun>& runs);
 
 /// `attnlab train` arguments of a run (argv[1...]): train --config <file> --set k=v ...
@@ -120,8 +121,11 @@ struct SweepOutcome {
   int64_t finished = 0;   ///< finished in this invocation
   int64_t failed = 0;     ///< exited with an error (their logs say why); the others still ran
   int64_t interrupted = 0;
+  int64_t damaged = 0;    ///< not started: a file of the run is missing or unreadable (RunStatus::damaged)
+  int64_t held = 0;       ///< not started: another process holds the run directory (it is training it)
   int signal = 0;         ///< SIGINT / SIGTERM that stopped the sweep, or 0
-  int exit_code() const;  ///< 0 all done, 128 + signal when stopped, 1 when a run failed
+  /// 0 all done, 128 + signal when stopped, 1 when a run failed or was damaged or held.
+  int exit_code() const;
 };
 
 /// max(1, cores / threads per run), or gpus / gpus_per_run when `gpus` > 0: workers that fit the machine.
@@ -129,10 +133,14 @@ int64_t default_workers(const std::vector<SweepRun>& runs, int64_t gpus, int64_t
 
 /// Runs every unfinished run with `workers` concurrent child processes (`executable train ...`,
 /// output appended to <out>/logs/<name with '/' as '_'>.log), skipping finished ones; an
-/// interrupted run resumes by itself from its checkpoint. SIGINT / SIGTERM are forwarded to the
-/// children; no new run starts, and the sweep returns once they have checkpointed and exited.
-/// Rewrites the manifest at every change. A run whose process cannot be started counts as failed.
-/// Throws SweepError when `executable` does not exist or another sweep holds <out>/sweep.lock.
+/// interrupted run resumes by itself from its checkpoint. Each run is looked at again just before
+/// it would start: a damaged run is not started (its log line says what is wrong and what to do),
+/// nor is a run another process holds (an orphaned worker of a killed sweep, a `train` by hand): the
+/// sweep skips it rather than waiting, and goes on with the others (docs/runs.md). SIGINT / SIGTERM
+/// are forwarded to the children; no new run starts, and the sweep returns once they have
+/// checkpointed and exited. Rewrites the manifest at every change. A run whose process cannot be
+/// started counts as failed. Throws SweepError when `executable` does not exist or another sweep
+/// holds <out>/sweep.lock.
 SweepOutcome run_sweep(const SweepSpec& spec, const std::vector<SweepRun>& runs, const SweepOptions& options);
 
 /// Slurm's default MaxArraySize is 1001: an array's highest task index may be at most 1000.

@@ -58,8 +58,13 @@ void write_file_atomically(const std::filesystem::path& path, const std::string&
   try {
     write_file_durably(tmp, contents);
     if (::rename(tmp.c_str(), path.c_str()) != 0) fail(path, "cannot rename the temporary file over it");
-  } catch (...) {
+  } catch (const FileError& e) {
     ::unlink(tmp.c_str());  // nothing half-written stays behind
+    if (e.file() == path) throw;
+    // The file the caller asked for, not our temporary, is the one to name.
+    throw FileError(path, e.problem() + " (in its temporary " + tmp.filename().string() + "; the file is unchanged)");
+  } catch (...) {
+    ::unlink(tmp.c_str());
     throw;
   }
   fsync_directory(dir);

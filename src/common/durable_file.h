@@ -34,7 +34,8 @@ void write_file_durably(const std::filesystem::path& path, const std::string& co
 
 /// Replaces `path` by `contents` atomically: a hidden temporary sibling (".<name>.tmp") is written
 /// durably and renamed over `path`, then the directory is fsynced. A reader sees the old file or
-/// the new one, never a mix, and a failed write leaves no temporary behind. Throws FileError.
+/// the new one, never a mix, and a failed write leaves no temporary behind. Throws FileError naming
+/// `path` (and the errno's text), which is then unchanged.
 void write_file_atomically(const std::filesystem::path& path, const std::string& contents);
 
 /// fsyncs a directory, making the creation, rename or removal of its entries durable.

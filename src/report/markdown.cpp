@@ -17,9 +17,11 @@ const std::vector<std::string> kPaperRows = {"zero_option", "filtering_norm", "f
 std::string run_summary(const SweepReport& r) {
   std::map<RunStatus, int> count;
   for (const auto& run : r.runs) ++count[run.state.status];
-  return fmt::format("{} runs ({}): {} finished, {} partial, {} stale, {} not started.", r.runs.size(),
+  const int damaged = count[RunStatus::damaged];
+  return fmt::format("{} runs ({}): {} finished, {} partial, {} stale, {} not started{}.", r.runs.size(),
                      r.from_manifest ? "from manifest.json" : "found by their config.yaml", count[RunStatus::finished],
-                     count[RunStatus::partial], count[RunStatus::stale], count[RunStatus::not_started]);
+                     count[RunStatus::partial], count[RunStatus::stale], count[RunStatus::not_started],
+                     damaged ? fmt::format(", {} damaged (listed below, each with what to do)", damaged) : "");
 }
 
 void arm_table(std::ostream& out, const SweepReport& r, const GroupReport& g) {

@@ -1,7 +1,10 @@
 #include "attnlab/final_record.h"
 
+#include <cmath>
 #include <limits>
+#include <type_traits>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "attnlab/file_error.h"
@@ -20,11 +23,30 @@ class Reader {
   T get(const char* key) const {
     const auto it = j_.find(key);
     if (it == j_.end()) throw FileError(origin_, "lacks \"" + prefix_ + key + "\"");
+    // nlohmann would turn 16.5 into 16, -1 into 2^64 - 1 and true into 1: each must be written as one.
+    bool exact = true;
+    if constexpr (std::is_unsigned_v<T>) exact = it->is_number_unsigned();
+    else if constexpr (std::is_integral_v<T>) exact = it->is_number_integer();
+    else if constexpr (std::is_floating_point_v<T>) exact = it->is_number();
     try {
-      return it->template get<T>();
+      if (exact) return it->template get<T>();
     } catch (const nlohmann::json::exception&) {
-      throw FileError(origin_, "\"" + prefix_ + key + "\" has the wrong type (" + it->dump() + ")");
     }
+    throw FileError(origin_, "\"" + prefix_ + key + "\" has the wrong type (" + it->dump() + ", not " + kind<T>() + ")");
+  }
+  template <class T>
+  static const char* kind() {
+    if constexpr (std::is_unsigned_v<T>) return "a non-negative integer";
+    else if constexpr (std::is_integral_v<T>) return "an integer";
+    else if constexpr (std::is_floating_point_v<T>) return "a number";
+    else return "a string";
+  }
+  // A value of the right type that no run can have (a negative count, a loss of -1).
+  template <class T>
+  T at_least(const char* key, T min) const {
+    const T v = get<T>(key);
+    if (!(v >= min)) throw FileError(origin_, fmt::format("\"{}{}\" is {}, below {}", prefix_, key, v, min));
+    return v;
   }
   // A loss: a number, or null where the writer had +inf (never evaluated).
   double loss(const char* key) const {
@@ -75,15 +97,17 @@ nlohmann::json to_json(const FinalRecord& r) {
 FinalRecord final_record_from_json(const nlohmann::json& j, const std::filesystem::path& origin) {
   const Reader in(j, origin);
   FinalRecord r;
-  r.final_val_loss = in.get<double>("final_val_loss");
+  r.final_val_loss = in.at_least<double>("final_val_loss", 0.0);
+  if (!std::isfinite(r.final_val_loss)) throw FileError(origin, "\"final_val_loss\" is not finite");
   r.best_val_loss = in.loss("best_val_loss");
-  r.steps = in.get<int64_t>("steps");
-  r.tokens_seen = in.get<int64_t>("tokens_seen");
+  if (!(r.best_val_loss >= 0)) throw FileError(origin, fmt::format("\"best_val_loss\" is {}, below 0", r.best_val_loss));
+  r.steps = in.at_least<int64_t>("steps", 1);
+  r.tokens_seen = in.at_least<int64_t>("tokens_seen", 0);
   const auto params = in.section("params");
-  r.params.total = params.get<int64_t>("total");
-  r.params.non_embedding = params.get<int64_t>("non_embedding");
-  r.params.arm_extra = params.get<int64_t>("arm_extra");
-  r.wall_time_s = in.get<double>("wall_time_s");
+  r.params.total = params.at_least<int64_t>("total", 0);
+  r.params.non_embedding = params.at_least<int64_t>("non_embedding", 0);
+  r.params.arm_extra = params.at_least<int64_t>("arm_extra", 0);
+  r.wall_time_s = in.at_least<double>("wall_time_s", 0.0);
   r.git_revision = in.get<std::string>("git_revision");
   r.config_hash = in.get<std::string>("config_hash");
   r.arm = in.get<std::string>("arm");
@@ -91,15 +115,15 @@ FinalRecord final_record_from_json(const nlohmann::json& j, const std::filesyste
   r.tier = in.get<std::string>("tier");
   r.device = in.get<std::string>("device");
   // The one key a record may lack: runs finished before data parallelism were single-process.
-  if (in.has("world_size")) r.world_size = in.get<int64_t>("world_size");
-  r.val_tokens = in.get<int64_t>("val_tokens");
+  if (in.has("world_size")) r.world_size = in.at_least<int64_t>("world_size", 1);
+  r.val_tokens = in.at_least<int64_t>("val_tokens", 0);
   r.val_fingerprint = in.get<uint64_t>("val_fingerprint");
   const auto t = in.section("time_s");
-  r.time_s = {t.get<double>("data"), t.get<double>("compute"), t.get<double>("eval"), t.get<double>("checkpoint"),
-              t.get<double>("log"), t.get<double>("track")};
+  r.time_s = {t.at_least("data", 0.0),       t.at_least("compute", 0.0), t.at_least("eval", 0.0),
+              t.at_least("checkpoint", 0.0), t.at_least("log", 0.0),     t.at_least("track", 0.0)};
   if (in.has("parent")) {
     const auto p = in.section("parent");
-    r.parent = ParentRecord{p.get<std::string>("checkpoint"), p.get<int64_t>("step")};
+    r.parent = ParentRecord{p.get<std::string>("checkpoint"), p.at_least<int64_t>("step", 0)};
   }
   return r;
 }

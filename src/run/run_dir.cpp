@@ -4,10 +4,12 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "common/durable_file.h"
+#include "common/file_lock.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;
@@ -16,6 +18,21 @@ namespace {
 bool may_change_on_resume(const std::string& key) {
   return key == "train.max_steps" || key == "train.token_budget" || key == "out_dir" || is_observation_key(key);
 }
+
+// Files only a trainer (or an analysis of its run) puts into a run directory.
+bool is_run_file(const std::string& name) {
+  return name == "checkpoints" || name == "metrics.jsonl" || name == "final.json" || name == "probes";
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < 4; ++i) out += (i ? ", " : "") + names[i];
+  return names.size() > 4 ? out + fmt::format(" and {} more", names.size() - 4) : out;
+}
+
+constexpr const char* kConfigRemedy =
+    "restore it (each checkpoint's state.json keeps the run's config under \"config\", which YAML reads as it "
+    "stands), or move the directory away to train the run afresh";
 
 }  // namespace
 
@@ -37,12 +54,34 @@ std::optional<RunDir> RunDir::containing(const fs::path& path) {
 
 bool RunDir::claimed() const { return fs::exists(config_file()); }
 
+std::string RunDir::unclaimable_reason() const {
+  std::error_code ec;
+  if (!fs::exists(dir_, ec)) return "";
+  if (!fs::is_directory(dir_, ec)) return "is not a directory; choose another out_dir";
+  std::vector<std::string> run_files, others;
+  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name == lock_file().filename() || name == ".config.yaml.tmp") continue;  // a claim cut short left them
+    (is_run_file(name) ? run_files : others).push_back(name + (entry.is_directory() ? "/" : ""));
+  }
+  if (ec) return "cannot be listed: " + ec.message();
+  std::sort(run_files.begin(), run_files.end());
+  std::sort(others.begin(), others.end());
+  if (!run_files.empty())
+    return "holds " + joined(run_files) +
+           " but no config.yaml: a damaged run directory (its config.yaml was deleted or lost); " + kConfigRemedy;
+  if (!others.empty())
+    return "holds " + joined(others) +
+           " and no config.yaml: not an attnlab run directory, refusing to write into it; choose another out_dir";
+  return "";
+}
+
 RunConfig RunDir::config() const {
   if (!claimed()) throw FileError(config_file(), "missing: the directory was never claimed by `attnlab train`");
   try {
     return load_run_config(config_file());
-  } catch (const ConfigError& e) {
-    throw FileError(config_file(), e.what());
+  } catch (const std::exception& e) {  // ConfigError, or YAML's own for a file cut short
+    throw FileError(config_file(), std::string(e.what()) + "; " + kConfigRemedy);
   }
 }
 
@@ -51,8 +90,27 @@ std::optional<FinalRecord> RunDir::final_record() const {
   if (!fs::exists(file)) return std::nullopt;
   std::ifstream in(file);
   const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) throw FileError(file, "is not valid JSON");
-  return final_record_from_json(j, file);
+  try {
+    if (j.is_discarded()) throw FileError(file, "is not valid JSON (cut short?)");
+    return final_record_from_json(j, file);
+  } catch (const FileError& e) {
+    std::string remedy = "delete final.json and run the same `attnlab train` (or sweep) again: ";
+    try {
+      const auto ckpts = checkpoints();
+      remedy += ckpts.empty() ? "no checkpoint is left, so the run trains again from step 0"
+                              : fmt::format("it resumes from the newest checkpoint (step {}) and rewrites final.json",
+                                            ckpts.back().step);
+    } catch (const std::exception&) {
+      remedy += "it resumes from the newest checkpoint that loads";
+    }
+    throw FileError(file, e.problem() + "; " + remedy);
+  }
+}
+
+std::optional<RunHolder> RunDir::holder() const {
+  const auto held = detail::lock_holder(lock_file());
+  if (!held) return std::nullopt;
+  return RunHolder{held->pid, held->host};
 }
 
 std::vector<CheckpointInfo> RunDir::checkpoints() const { return list_checkpoints(dir_); }
@@ -62,6 +120,20 @@ MetricsHistory RunDir::metrics() const {
 }
 
 RunWriter RunDir::claim(const RunConfig& cfg, bool must_be_new) const {
+  // Refused before the lock file is made, so a foreign directory gets nothing written into it.
+  if (!claimed())
+    if (const auto why = unclaimable_reason(); !why.empty()) throw FileError(dir_, why);
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec) throw FileError(dir_, "cannot create the run directory: " + ec.message());
+  auto lock = detail::FileLock::try_acquire(lock_file());
+  if (!lock) {
+    const auto held = holder();
+    throw FileError(dir_, fmt::format("is held by {}: another `attnlab train` (perhaps a sweep's worker) is training "
+                                      "this run; wait for it to end, or stop it, before running it here",
+                                      held ? to_string(*held) : std::string("a process that has just let go (try again)")));
+  }
+  // From here on no other attnlab process changes the directory.
   if (claimed()) {
     if (must_be_new) throw FileError(dir_, "already holds a run; a branch needs a new out_dir");
     const auto differing = resume_incompatible_keys(config(), cfg);
@@ -72,14 +144,18 @@ RunWriter RunDir::claim(const RunConfig& cfg, bool must_be_new) const {
       msg << "); use another out_dir, or the same config to resume";
       throw FileError(dir_, msg.str());
     }
-  } else if (fs::exists(dir_) && !fs::is_empty(dir_)) {
-    throw FileError(dir_, "exists, holds files and no config.yaml; not an attnlab run directory, refusing to write "
-                          "into it");
+  } else if (const auto why = unclaimable_reason(); !why.empty()) {
+    throw FileError(dir_, why);
   }
-  fs::create_directories(dir_);
   detail::write_file_atomically(config_file(), to_yaml(cfg));
-  return RunWriter(*this);
+  return RunWriter(*this, std::move(*lock));
 }
+
+RunWriter::RunWriter(RunDir dir, detail::FileLock lock)
+    : dir_(std::move(dir)), lock_(std::make_unique<detail::FileLock>(std::move(lock))) {}
+RunWriter::RunWriter(RunWriter&&) noexcept = default;
+RunWriter& RunWriter::operator=(RunWriter&&) noexcept = default;
+RunWriter::~RunWriter() = default;
 
 void RunWriter::write_final(const FinalRecord& record) const {
   detail::write_file_atomically(dir_.final_file(), to_json(record).dump(2) + "\n");

@@ -1,7 +1,15 @@
 #include "attnlab/run_metrics.h"
 
-#include <algorithm>
+#include <fcntl.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "attnlab/file_error.h"
@@ -50,7 +58,10 @@ MetricsHistory read_metrics(const fs::path& metrics_jsonl) {
   return h;
 }
 
-MetricsLog::MetricsLog(const fs::path& path, int64_t resume_step) : path_(path) {
+MetricsLog::MetricsLog(const fs::path& path, int64_t resume_step, AppendRetry retry)
+    : path_(path), retry_(std::move(retry)) {
+  if (!retry_.wait) retry_.wait = [](std::chrono::milliseconds ms) { std::this_thread::sleep_for(ms); };
+  retry_.attempts = std::max(retry_.attempts, 1);
   if (fs::exists(path)) {
     std::ifstream in(path);
     std::string line, kept;
@@ -64,6 +75,7 @@ MetricsLog::MetricsLog(const fs::path& path, int64_t resume_step) : path_(path) 
         ++dropped;
       }
     }
+    if (in.bad()) throw FileError(path, "cannot read it back: " + std::string(std::strerror(errno)));
     if (dropped > 0) {
       if (resume_step < 0)
         spdlog::info("metrics.jsonl: dropping {} line(s) of an earlier attempt (a fresh start)", dropped);
@@ -73,14 +85,73 @@ MetricsLog::MetricsLog(const fs::path& path, int64_t resume_step) : path_(path) 
       detail::write_file_atomically(path, kept);
     }
   }
-  out_.open(path, std::ios::app);
-  if (!out_) throw FileError(path, "cannot open for appending");
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw FileError(path, "cannot open for appending: " + std::string(std::strerror(errno)));
+  const off_t end = ::lseek(fd_, 0, SEEK_END);
+  if (end < 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd_);
+    throw FileError(path, "cannot find its end: " + why);
+  }
+  size_ = end;
+}
+
+MetricsLog::MetricsLog(MetricsLog&& other) noexcept
+    : path_(std::move(other.path_)), fd_(other.fd_), size_(other.size_), fragment_(other.fragment_),
+      retry_(std::move(other.retry_)) {
+  other.fd_ = -1;
+}
+
+MetricsLog::~MetricsLog() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+int MetricsLog::try_append(const std::string& line) {
+  const char* p = line.data();
+  size_t left = line.size();
+  while (left > 0) {  // write() may write less than asked
+    const ssize_t n = ::write(fd_, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      // Cut off the part of the line that made it, so the next try does not glue onto it; when even
+      // that fails, the next line starts with a newline and leaves the fragment a line of its own
+      // (readers skip a line that does not parse).
+      if (::ftruncate(fd_, size_) != 0) {
+        fragment_ = true;
+        if (const off_t end = ::lseek(fd_, 0, SEEK_END); end >= 0) size_ = end;  // never cut below it later
+      }
+      return err;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return 0;
 }
 
 void MetricsLog::append(const nlohmann::json& record) {
-  out_ << record.dump() << '\n';
-  out_.flush();
-  if (!out_) throw FileError(path_, "cannot append a record");
+  const std::string line = (fragment_ ? "\n" : "") + record.dump() + "\n";
+  auto wait = retry_.first_wait;
+  for (int attempt = 1;; ++attempt) {
+    const int err = try_append(line);
+    if (err == 0) {
+      size_ += static_cast<int64_t>(line.size());
+      fragment_ = false;
+      return;
+    }
+    if (attempt >= retry_.attempts)
+      throw FileError(path_, fmt::format("cannot append the record of step {} ({} tries): {}. The {} bytes written "
+                                         "before are intact, and so is the newest checkpoint; free the space (or fix "
+                                         "the error) and run the same command to resume",
+                                         record.value("step", int64_t{-1}), attempt, std::strerror(err), size_));
+    spdlog::warn("{}: cannot append ({}); trying again in {} ms", path_.string(), std::strerror(err), wait.count());
+    retry_.wait(wait);
+    wait *= 2;
+  }
+}
+
+void MetricsLog::sync() {
+  if (::fsync(fd_) != 0) throw FileError(path_, "fsync failed: " + std::string(std::strerror(errno)));
 }
 
 }  // namespace attnlab

@@ -2,12 +2,12 @@
 // keys, so it stays the same however the grid is written or reordered.
 #include <stdlib.h>
 
-#include <fstream>
 #include <set>
 
 #include <yaml-cpp/yaml.h>
 
 #include "attnlab/sweep.h"
+#include "common/durable_file.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;
@@ -92,7 +92,7 @@ SweepRun resolve_run(const SweepSpec& spec, const Point& point, const fs::path& 
     run.includes.push_back((spec.tiers_dir / (tier + ".yaml")).string());
     run.config = spec.out / "configs" / (tier + ".yaml");
     config = scratch / (tier + ".yaml");
-    std::ofstream(config) << includes_yaml(spec, run.includes);
+    detail::write_file_atomically(config, includes_yaml(spec, run.includes));
   } else {
     run.config = spec.base;
   }
@@ -133,9 +133,7 @@ void write_run_configs(const SweepSpec& spec, const std::vector<SweepRun>& runs)
   for (const auto& run : runs) {
     if (run.includes.size() < 2) continue;
     fs::create_directories(run.config.parent_path());
-    std::ofstream out(run.config);
-    out << includes_yaml(spec, run.includes);
-    if (!out) throw SweepError(run.config.string() + ": cannot write");
+    detail::write_file_atomically(run.config, includes_yaml(spec, run.includes));
   }
 }
 

@@ -41,6 +41,7 @@ nlohmann::json run_json(const SweepRun& run, const RunState& state, const fs::pa
                       {"step", state.step}};
   if (state.status == RunStatus::finished) j["final_val_loss"] = state.final_record->final_val_loss;
   if (!state.detail.empty()) j["detail"] = state.detail;
+  if (state.held_by) j["held_by"] = {{"pid", state.held_by->pid}, {"host", state.held_by->host}};
   return j;
 }
 

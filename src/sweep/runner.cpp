@@ -1,10 +1,8 @@
 // The local sweep runner: a pool of `attnlab train` child processes. The trainer does the hard
 // parts (claiming the directory, resuming, checkpointing on a signal); the runner only decides what
 // to start, forwards signals and keeps the manifest current.
-#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +18,7 @@
 
 #include "attnlab/sweep.h"
 #include "common/child_process.h"
+#include "common/file_lock.h"
 #include "common/signals.h"
 
 namespace attnlab {
@@ -69,23 +68,18 @@ std::vector<std::string> gpu_ids(int64_t gpus) {
 }
 
 // One sweep per output root at a time: two would start the same runs into the same directories.
-// flock is released by the kernel when this process ends, however it ends.
-class SweepLock {
- public:
-  explicit SweepLock(const fs::path& out) {
-    fs::create_directories(out);
-    const fs::path path = out / "sweep.lock";
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0 || ::flock(fd_, LOCK_EX | LOCK_NB) != 0)
-      throw SweepError(path.string() + ": another attnlab sweep is running on " + out.string());
+// The kernel releases the lock when this process ends, however it ends.
+detail::FileLock lock_sweep(const fs::path& out) {
+  fs::create_directories(out);
+  const fs::path path = out / "sweep.lock";
+  auto lock = detail::FileLock::try_acquire(path);
+  if (!lock) {
+    const auto holder = detail::lock_holder(path);
+    throw SweepError(path.string() + ": another attnlab sweep is running on " + out.string() + " (" +
+                     (holder ? detail::describe(*holder) : std::string("it has just ended")) + ")");
   }
-  ~SweepLock() { ::close(fd_); }
-  SweepLock(const SweepLock&) = delete;
-  SweepLock& operator=(const SweepLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
+  return std::move(*lock);
+}
 
 class Pool {
  public:
@@ -102,7 +96,7 @@ class Pool {
   }
 
   SweepOutcome run() {
-    SweepLock lock(spec_.out);
+    const auto lock = lock_sweep(spec_.out);
     states_ = inspect_runs(runs_);  // again, now that no other sweep can change them
     write_run_configs(spec_, runs_);
     fs::create_directories(spec_.out / "logs");
@@ -118,7 +112,7 @@ class Pool {
     while ((!outcome_.signal && !queue.empty()) || !active_.empty()) {
       forward_stop();
       while (!outcome_.signal && !queue.empty() && static_cast<int64_t>(active_.size()) < workers_) {
-        start(queue.front());
+        consider(queue.front());
         queue.pop_front();
       }
       reap();
@@ -126,9 +120,13 @@ class Pool {
     }
     states_ = inspect_runs(runs_);
     publish();
-    log_(fmt::format("sweep {}: {} finished now, {} already finished, {} failed, {} interrupted, {} not started",
+    log_(fmt::format("sweep {}: {} finished now, {} already finished, {} failed, {} interrupted, {} not started, "
+                     "{} damaged, {} held by another process",
                      spec_.name, outcome_.finished, outcome_.skipped, outcome_.failed, outcome_.interrupted,
-                     queue.size()));
+                     queue.size(), outcome_.damaged, outcome_.held));
+    if (outcome_.damaged || outcome_.held)
+      log_("re-run the same command once the damaged runs are mended (see the lines above) and the held ones have "
+           "ended; finished runs are not trained again");
     return outcome_;
   }
 
@@ -139,6 +137,30 @@ class Pool {
     const auto it = std::find(slots_.begin(), slots_.end(), false);
     *it = true;
     return it - slots_.begin();
+  }
+
+  // Starts run i unless, looked at again just now, it is finished (by a process outside this sweep),
+  // damaged (a person must look at it first) or held (another process is training it: two trainers
+  // never share a run, and waiting could idle this worker for hours; the next sweep takes it up).
+  void consider(size_t i) {
+    const auto& run = runs_[i];
+    states_[i] = inspect_run(run.out_dir, run.config_hash);
+    const auto& state = states_[i];
+    if (state.status == RunStatus::finished) {
+      ++outcome_.skipped;
+      log_(fmt::format("skip  {}: {}", run.name, describe(state)));
+    } else if (state.status == RunStatus::damaged) {
+      ++outcome_.damaged;
+      log_(fmt::format("DAMAGED {} (not started): {}", run.name, state.detail));
+    } else if (state.held_by) {
+      ++outcome_.held;
+      log_(fmt::format("skip  {}: held by {} (another attnlab train is training it)", run.name,
+                       to_string(*state.held_by)));
+    } else {
+      start(i);
+      return;
+    }
+    publish();
   }
 
   void start(size_t i) {
@@ -206,6 +228,10 @@ class Pool {
     if (code == 0 && state.status == RunStatus::finished) {
       ++outcome_.finished;
       log_(fmt::format("done  {} in {:.0f}s: val loss {:.4f}", run.name, secs, state.final_record->final_val_loss));
+    } else if (code != 0 && state.held_by) {  // another process took the run between our look and the claim
+      ++outcome_.held;
+      log_(fmt::format("skip  {}: held by {} (another attnlab train took it first)", run.name,
+                       to_string(*state.held_by)));
     } else if (code >= 128) {
       ++outcome_.interrupted;
       log_(fmt::format("stopped {} ({}, exit {})", run.name, describe(state), code));
@@ -233,7 +259,7 @@ class Pool {
 
 int SweepOutcome::exit_code() const {
   if (signal) return 128 + signal;
-  return failed > 0 ? 1 : 0;
+  return failed > 0 || damaged > 0 || held > 0 ? 1 : 0;
 }
 
 int64_t default_workers(const std::vector<SweepRun>& runs, int64_t gpus, int64_t gpus_per_run) {

@@ -3,11 +3,12 @@
 // as one process or as a data-parallel job of srun tasks. Resume needs nothing special: the trainer
 // resumes from the run's newest checkpoint, and returns at once for a finished run.
 #include <algorithm>
-#include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 
 #include "attnlab/sweep.h"
+#include "common/durable_file.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;
@@ -117,13 +118,12 @@ std::vector<fs::path> emit_slurm(const SweepSpec& spec, const std::vector<SweepR
   fs::create_directories(spec.out / "slurm");
   std::vector<fs::path> scripts;
   for (const auto& part : split(spec, runs.size())) {
-    std::ofstream out(part.script);
-    out << header(spec, part, layout) << "set -uo pipefail\n"
-        << "cd " << shell_quote(fs::current_path().string()) << "\n"
-        << "ATTNLAB=" << shell_quote(fs::absolute(executable).string()) << "\n"
-        << run_table(runs, part) << kPrologue << (layout.gpus_per_node > 0 ? kLaunchRanks : kLaunchOne) << kBody;
-    if (!out) throw SweepError(part.script.string() + ": cannot write");
-    out.close();
+    std::ostringstream text;
+    text << header(spec, part, layout) << "set -uo pipefail\n"
+         << "cd " << shell_quote(fs::current_path().string()) << "\n"
+         << "ATTNLAB=" << shell_quote(fs::absolute(executable).string()) << "\n"
+         << run_table(runs, part) << kPrologue << (layout.gpus_per_node > 0 ? kLaunchRanks : kLaunchOne) << kBody;
+    detail::write_file_atomically(part.script, text.str());
     fs::permissions(part.script, fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add);
     scripts.push_back(part.script);
   }

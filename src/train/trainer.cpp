@@ -449,6 +449,7 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
                       (options.stop_after_steps > 0 && s.state.step - first_step >= options.stop_after_steps);
     if (last || stop || s.state.step % cfg.checkpoint.every == 0 || keep.count(s.state.step)) {
       const auto t_ckpt = Clock::now();
+      if (metrics) metrics->sync();  // the log is durable up to the step a resume will start from
       if (s.dp.is_main()) save(s);
       s.time.checkpoint += std::chrono::duration<double>(Clock::now() - t_ckpt).count();
     }

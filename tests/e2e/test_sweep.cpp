@@ -4,10 +4,7 @@
 // task runs the same command; and the report pairs what the sweep made.
 #include <gtest/gtest.h>
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
@@ -18,78 +15,18 @@
 #include "attnlab/report.h"
 #include "attnlab/sweep.h"
 #include "attnlab/trainer.h"
-#include "unit/shard_files.h"
+#include "e2e/sweep_fixture.h"
 
 namespace attnlab {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::ShardSpec;
-
-const fs::path kAttnlab = fs::path(ATTNLAB_BINARY_DIR) / "attnlab";
-
-std::vector<nlohmann::json> metrics(const fs::path& run) {
-  std::vector<nlohmann::json> lines;
-  std::ifstream in(run / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
-  return lines;
-}
-
-std::string read(const fs::path& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-// `attnlab sweep ...` as a child process; returns its pid.
-pid_t start_cli(const std::vector<std::string>& args, const fs::path& log) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    dup2(fd, STDOUT_FILENO);
-    dup2(fd, STDERR_FILENO);
-    std::vector<char*> argv = {const_cast<char*>(kAttnlab.c_str())};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(kAttnlab.c_str(), argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-int exit_code(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-class SweepE2E : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ASSERT_TRUE(fs::exists(kAttnlab)) << kAttnlab << " not built";
-    fs::create_directories(dir() / "data");
-    fs::create_directories(dir() / "tiers");
-    fs::create_directories(dir() / "sweeps");
-    tmp_.write_shard("data/toy_val_000000.bin", ShardSpec{testing::iota_tokens(4096, 1, 64)});
-    tmp_.write_shard("data/toy_train_000001.bin", ShardSpec{testing::iota_tokens(40000, 5, 64)});
-    tmp_.write_text("data/tokenizer.json", R"({"tokenizer": "bytes", "vocab_size": 64})");
-    std::ofstream(dir() / "base.yaml")
-        << "data: {train: '" << (dir() / "data/*_train_*.bin").string() << "', val: '"
-        << (dir() / "data/*_val_*.bin").string() << "', val_tokens: 1024}\n"
-        << "train: {batch_size: 4, seq_len: 16, tokens_per_step: 64, device: cpu}\n"
-        << "optim: {lr: 0.01, warmup_steps: 2}\n";
-    std::ofstream(dir() / "tiers/tiny.yaml")
-        << "tier: tiny\nmodel: {n_layer: 1, n_head: 2, d_model: 32, block_size: 32, vocab_size: 64}\n";
-  }
-  fs::path dir() const { return tmp_.path(); }
-  fs::path sweep_file(int64_t steps, const std::string& seeds, int64_t checkpoint_every = 3) {
-    const fs::path file = dir() / "sweeps/toy.yaml";
-    std::ofstream(file) << "base: ../base.yaml\nout: " << (dir() / "out").string() << "\nset:\n  train.max_steps: " << steps
-                        << "\n  eval.every: 4\n  checkpoint.every: " << checkpoint_every << "\ngrid:\n  tier: [tiny]\n  model.arm: [baseline, sink_logit]\n"
-                        << "  seed: " << seeds << "\n";
-    return file;
-  }
-  testing::TempDir tmp_;
-};
+using testing::exit_code;
+using testing::kAttnlab;
+using testing::read;
+using testing::metrics;
+using testing::start_cli;
+using testing::SweepE2E;
 
 TEST_F(SweepE2E, CrashedSweepCompletesOnRerunWithoutRedoingFinishedRuns) {
   const auto spec = load_sweep(sweep_file(12, "[1, 2]"));

@@ -116,22 +116,97 @@ TEST(RunDir, FindsTheRunAPathLiesIn) {
   EXPECT_EQ(find_run_dirs(tmp.file("sweep")), std::vector<fs::path>{run});
 }
 
-TEST(RunDir, ADamagedFinalRecordMakesTheRunPartialSayingWhy) {
+// A damaged run (docs/runs.md, "Damaged runs"): the state names the file, what is wrong with it and
+// what to do; every reader of the run sees the same words.
+void expect_damaged(const fs::path& dir, const std::vector<std::string>& words) {
+  const auto state = inspect_run(dir, "0123456789abcdef");
+  EXPECT_EQ(state.status, RunStatus::damaged) << describe(state);
+  EXPECT_FALSE(state.final_record.has_value());
+  for (const auto& w : words) EXPECT_NE(state.detail.find(w), std::string::npos) << "'" << w << "' not in: " << state.detail;
+  EXPECT_EQ(state.detail.find("json.exception"), std::string::npos) << state.detail;
+  EXPECT_EQ(describe(state).rfind("DAMAGED: ", 0), 0u) << describe(state);
+}
+
+TEST(RunDir, ADamagedFinalRecordMakesTheRunDamagedSayingWhatToDo) {
   TempDir tmp;
   const RunDir run(tmp.file("run"));
   run.claim(small_config(tmp.path()), false);
+  fs::create_directories(run.checkpoints_path() / "step_000030");
+  const std::string file = run.final_file().string();
+  const std::string remedy = "delete final.json and run the same `attnlab train` (or sweep) again: it resumes from "
+                             "the newest checkpoint (step 30) and rewrites final.json";
+  auto write = [&](const nlohmann::json& j) { std::ofstream(run.final_file()) << j.dump(); };
+  auto with = [&](const char* key, const nlohmann::json& value) {
+    auto j = to_json(sample_record());
+    j[key] = value;
+    return j;
+  };
   auto j = to_json(sample_record());
   j.erase("config_hash");
-  std::ofstream(run.final_file()) << j.dump();
-  const auto state = inspect_run(run.path());
-  EXPECT_EQ(state.status, RunStatus::partial);
-  EXPECT_NE(state.detail.find("config_hash"), std::string::npos) << state.detail;
+  write(j);
+  expect_damaged(run.path(), {file, "lacks \"config_hash\"", remedy});
   EXPECT_THROW(run.final_record(), FileError);
-  std::ofstream(run.final_file()) << "{\"final_val_loss\": 4.";  // cut short
-  EXPECT_EQ(inspect_run(run.path()).status, RunStatus::partial);
-  std::ofstream(run.final_file()) << to_json(sample_record()).dump();
+  std::ofstream(run.final_file()) << to_json(sample_record()).dump().substr(0, 40);  // cut short
+  expect_damaged(run.path(), {file, "is not valid JSON", remedy});
+  std::ofstream(run.final_file()) << "";  // empty
+  expect_damaged(run.path(), {file, "is not valid JSON"});
+  write(with("final_val_loss", nullptr));  // what a writer of NaN leaves
+  expect_damaged(run.path(), {file, "\"final_val_loss\" has the wrong type (null, not a number)", remedy});
+  write(with("steps", "sixteen"));
+  expect_damaged(run.path(), {file, "\"steps\" has the wrong type (\"sixteen\", not an integer)"});
+  write(with("steps", 16.5));
+  expect_damaged(run.path(), {"\"steps\" has the wrong type (16.5"});
+  write(with("steps", true));
+  expect_damaged(run.path(), {"\"steps\" has the wrong type (true"});
+  write(with("steps", 0));
+  expect_damaged(run.path(), {"\"steps\" is 0, below 1"});
+  write(with("tokens_seen", -3));
+  expect_damaged(run.path(), {"\"tokens_seen\" is -3, below 0"});
+  write(with("final_val_loss", -1.0));
+  expect_damaged(run.path(), {"\"final_val_loss\" is -1, below 0"});
+  write(with("seed", -7));  // nlohmann alone would read 2^64 - 7
+  expect_damaged(run.path(), {"\"seed\" has the wrong type (-7, not a non-negative integer)"});
+  write(nlohmann::json::array({1, 2}));
+  expect_damaged(run.path(), {file, "expected a JSON object"});
+
+  fs::remove_all(run.checkpoints_path());  // nothing left to resume from
+  write(with("steps", "sixteen"));
+  expect_damaged(run.path(), {"no checkpoint is left, so the run trains again from step 0"});
+  write(to_json(sample_record()));
   EXPECT_EQ(inspect_run(run.path(), "0123456789abcdef").status, RunStatus::finished);
   EXPECT_EQ(inspect_run(run.path(), "ffff").status, RunStatus::stale);
+}
+
+TEST(RunDir, ADirectoryWithoutConfigYamlIsDamagedUnlessEmpty) {
+  TempDir tmp;
+  const RunDir run(tmp.file("run"));
+  EXPECT_EQ(inspect_run(run.path()).status, RunStatus::not_started);  // no directory at all
+  fs::create_directories(run.checkpoints_path() / "step_000004");
+  std::ofstream(run.metrics_file()) << "{\"step\": 1}\n";
+  expect_damaged(run.path(), {run.path().string(), "holds checkpoints/, metrics.jsonl but no config.yaml",
+                              "state.json keeps the run's config", "move the directory away"});
+  const auto refused = error_of([&] { run.claim(small_config(tmp.path()), false); });
+  EXPECT_NE(refused.find("holds checkpoints/, metrics.jsonl but no config.yaml"), std::string::npos) << refused;
+  EXPECT_FALSE(run.claimed()) << "a refused claim wrote config.yaml";
+  fs::remove_all(run.checkpoints_path());
+  fs::remove(run.metrics_file());
+  std::ofstream(run.path() / "notes.txt") << "x";
+  expect_damaged(run.path(), {"holds notes.txt and no config.yaml: not an attnlab run directory"});
+  fs::remove(run.path() / "notes.txt");
+  EXPECT_EQ(inspect_run(run.path()).status, RunStatus::not_started);
+}
+
+TEST(RunDir, AConfigYamlThatDoesNotLoadIsDamaged) {
+  TempDir tmp;
+  const RunDir run(tmp.file("run"));
+  run.claim(small_config(tmp.path()), false);
+  std::ofstream(run.config_file()) << "model: {arm: baseline\n";  // cut short
+  expect_damaged(run.path(), {run.config_file().string(), "state.json keeps the run's config"});
+  auto bad = small_config(tmp.path());
+  bad.optim.lr = -1;
+  std::ofstream(run.config_file()) << to_yaml(bad);  // loads, fails the checks
+  expect_damaged(run.path(), {"optim.lr"});
+  EXPECT_NE(error_of([&] { run.claim(small_config(tmp.path()), false); }).find("config.yaml"), std::string::npos);
 }
 
 TEST(Metrics, ReadsValidationPointsAndActivationRecordsAndSkipsACutLine) {
@@ -195,8 +270,7 @@ class OpenTrained : public ::testing::Test {
     lm_loss(model->forward(idx), idx).backward();  // one step, so AdamW has moments to save
     opt.step();
     TrainState state;
-    state.step = 3;
-    state.tokens_seen = 3 * 8;  // every step consumes tokens (state.json's field rules)
+    state.step = 3, state.tokens_seen = 3 * 8;  // 3 steps of 2 x 4 tokens: state.json checks tokens_seen >= step
     state.config = to_json(cfg_);
     save_checkpoint(run(), *model, opt, state);
   }

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 
 #include "attnlab/final_record.h"
 #include "attnlab/sweep.h"
+#include "unit/forked.h"
 #include "unit/shard_files.h"
 
 namespace attnlab {
@@ -112,7 +112,7 @@ TEST_F(SweepTest, DryRunStatesFromTheRunDirectories) {
   // s1 finished with this config, s2 stopped after checkpoint 4, s3 finished under another config.
   auto claim = [&](int i) {
     fs::create_directories(runs[i].out_dir);
-    std::ofstream(runs[i].out_dir / "config.yaml") << "seed: 1\n";
+    std::ofstream(runs[i].out_dir / "config.yaml") << to_yaml(runs[i].resolved);
   };
   claim(0), claim(1), claim(2);
   auto finished = [&](int i, double loss, const std::string& hash) {  // every key, as the trainer writes it
@@ -232,7 +232,9 @@ TEST_F(SweepTest, ASecondSweepOnTheSameOutputIsRefused) {
   const auto spec = sweep("grid: {seed: [1]}\n");
   fs::create_directories(dir() / "out");
   const int fd = ::open((dir() / "out/sweep.lock").c_str(), O_RDWR | O_CREAT, 0644);
-  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);  // as a running sweep holds it
+  struct flock whole {};
+  whole.l_type = F_WRLCK, whole.l_whence = SEEK_SET;
+  ASSERT_EQ(::fcntl(fd, F_OFD_SETLK, &whole), 0);  // as a running sweep holds it (an open-file-description lock)
   SweepOptions options;
   options.executable = "/bin/true";
   try {
@@ -243,6 +245,34 @@ TEST_F(SweepTest, ASecondSweepOnTheSameOutputIsRefused) {
   }
   ::close(fd);
   EXPECT_FALSE(fs::exists(dir() / "out/logs")) << "nothing started";
+}
+
+// A write cut short (here by a file size limit: EFBIG, as a full disk's ENOSPC) is an error naming
+// the file, never a truncated tier config or Slurm script left behind as if whole.
+TEST_F(SweepTest, TierConfigsAndSlurmScriptsAreWrittenCheckedAndWhole) {
+  const auto spec = sweep("grid: {tier: [small], seed: [1]}\n");
+  const auto runs = expand_sweep(spec);
+  const std::string configs = testing::in_child([&] {
+    testing::limit_file_size(10);
+    write_run_configs(spec, runs);
+    return std::string("no error");
+  });
+  EXPECT_NE(configs.find((spec.out / "configs/small.yaml").string()), std::string::npos) << configs;
+  EXPECT_NE(configs.find("File too large"), std::string::npos) << configs;
+  EXPECT_FALSE(fs::exists(spec.out / "configs/small.yaml")) << "a truncated config was left behind";
+
+  const std::string slurm = testing::in_child([&] {
+    testing::limit_file_size(1024);  // the tier config fits, the script does not
+    emit_slurm(spec, runs, "/opt/attnlab");
+    return std::string("no error");
+  });
+  EXPECT_NE(slurm.find((spec.out / "slurm/s.sbatch").string()), std::string::npos) << slurm;
+  EXPECT_NE(slurm.find("File too large"), std::string::npos) << slurm;
+  EXPECT_FALSE(fs::exists(spec.out / "slurm/s.sbatch"));
+  write_run_configs(spec, runs);  // without the limit: whole
+  std::ifstream in(spec.out / "configs/small.yaml");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("tiers/small.yaml"), std::string::npos) << text;
 }
 
 TEST(ShippedSweeps, PaperGridIsNineArmsFourTiersAndThePapersSeeds) {

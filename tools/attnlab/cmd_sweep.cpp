@@ -30,12 +30,15 @@ void print_dry_run(const SweepSpec& spec, const std::vector<SweepRun>& runs, int
   size_t width = 0;
   for (const auto& run : runs) width = std::max(width, run.name.size());
   std::map<RunStatus, int> count;
+  int held = 0;
   for (size_t i = 0; i < runs.size(); ++i) {
     ++count[states[i].status];
+    held += states[i].held_by.has_value();
     std::cout << fmt::format("  {:<{}}  {}\n", runs[i].name, width, describe(states[i]));
   }
-  std::cout << fmt::format("\n{} finished, {} partial, {} stale, {} not started\n", count[RunStatus::finished],
-                           count[RunStatus::partial], count[RunStatus::stale], count[RunStatus::not_started]);
+  std::cout << fmt::format("\n{} finished, {} partial, {} stale, {} not started, {} damaged; {} held by another process\n",
+                           count[RunStatus::finished], count[RunStatus::partial], count[RunStatus::stale],
+                           count[RunStatus::not_started], count[RunStatus::damaged], held);
 }
 
 }  // namespace

@@ -1,0 +1,47 @@
+// The real `attnlab` binary (the one this build made) as a child process, for end-to-end tests.
+#pragma once
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+namespace attnlab::testing {
+
+inline const std::filesystem::path kAttnlab = std::filesystem::path(ATTNLAB_BINARY_DIR) / "attnlab";
+
+/// The whole text of a file ("" when it cannot be read).
+inline std::string read(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+/// Starts `attnlab <args...>` with stdout and stderr appended to `log`; returns its pid.
+inline pid_t start_cli(const std::vector<std::string>& args, const std::filesystem::path& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    std::vector<char*> argv = {const_cast<char*>(kAttnlab.c_str())};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(kAttnlab.c_str(), argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+/// Waits for `pid`: its exit code, or 128 + the signal that ended it.
+inline int exit_code(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace attnlab::testing

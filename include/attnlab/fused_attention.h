@@ -1,4 +1,4 @@
-// Fused, memory-linear attention (issue 5): the shared form of SPEC section 1 computed by the tiled
+// Fused, memory-linear attention (docs/kernels.md): the shared form of SPEC section 1 computed by the tiled
 // kernels of kernels/ (CPU twin in kernels/cpu, CUDA in kernels/cuda), wrapped as an autograd
 // function. Same contract as reference_attention (attention.h), without the T x T probabilities.
 #pragma once

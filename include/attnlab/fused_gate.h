@@ -1,4 +1,4 @@
-// Fused value gate (issue 5): the norm and projection gates of SPEC section 1 computed per key read
+// Fused value gate (docs/kernels.md): the norm and projection gates of SPEC section 1 computed per key read
 // by one kernel (kernels/cpu/value_gate.cpp, kernels/cuda/value_gate.cu), with its own backward.
 #pragma once
 

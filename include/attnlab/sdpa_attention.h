@@ -1,4 +1,4 @@
-// The baseline arm through LibTorch's at::scaled_dot_product_attention (issue 5, backend `sdpa`):
+// The baseline arm through LibTorch's at::scaled_dot_product_attention (backend `sdpa`, docs/kernels.md):
 // the speed yardstick the fused kernels are measured against, and nothing more.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The fused CUDA kernels against the reference (issue 5, label gpu): every in-attention arm, forward
+// The fused CUDA kernels against the reference (label gpu): every in-attention arm, forward
 // and backward, float32 / bfloat16 / float16, head dims 64 and 128, odd lengths, T = 1, decode, sink
 // logits of +-100, fully masked rows, and the whole model. Skipped, with the reason, where no CUDA
 // device exists or the build has no CUDA kernels.

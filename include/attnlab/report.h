@@ -27,6 +27,15 @@ struct CurvePoint {
   double val_loss = 0.0;  ///< nats/token
 };
 
+/// Training loss of metrics.jsonl over a bin of consecutive steps (runs longer than kTrainCurvePoints
+/// steps are averaged in bins, so report.json stays small for any run length).
+struct TrainPoint {
+  int64_t step = 0;         ///< the bin's last step
+  int64_t tokens = 0;       ///< training tokens at that step
+  double train_loss = 0.0;  ///< mean training loss over the bin's steps, nats/token
+};
+constexpr size_t kTrainCurvePoints = 512;
+
 /// One run of the sweep directory, finished or not.
 struct RunRecord {
   std::string name;     ///< directory relative to the sweep directory, e.g. "micro/baseline/s1"
@@ -34,6 +43,7 @@ struct RunRecord {
   uint64_t seed = 0;
   RunState state;
   std::vector<CurvePoint> curve;
+  std::vector<TrainPoint> train_curve;  ///< at most kTrainCurvePoints, in step order
 
   bool finished() const { return state.status == RunStatus::finished; }
   double final_val_loss() const;        ///< final.json's, nats/token (finished runs)

@@ -14,15 +14,32 @@ namespace attnlab {
 namespace fs = std::filesystem;
 namespace {
 
-std::vector<CurvePoint> read_curve(const fs::path& metrics) {
-  std::vector<CurvePoint> curve;
+// Means of consecutive points in bins of ceil(n / kTrainCurvePoints), each at its bin's last step.
+std::vector<TrainPoint> binned(const std::vector<TrainPoint>& points) {
+  const size_t bin = (points.size() + kTrainCurvePoints - 1) / kTrainCurvePoints;
+  if (bin <= 1) return points;
+  std::vector<TrainPoint> out;
+  for (size_t start = 0; start < points.size(); start += bin) {
+    const size_t end = std::min(points.size(), start + bin);
+    double sum = 0.0;
+    for (size_t i = start; i < end; ++i) sum += points[i].train_loss;
+    out.push_back({points[end - 1].step, points[end - 1].tokens, sum / double(end - start)});
+  }
+  return out;
+}
+
+// The validation points and the (binned) training losses of a run's metrics.jsonl.
+void read_curves(const fs::path& metrics, RunRecord& run) {
+  std::vector<TrainPoint> train;
   std::ifstream in(metrics);
   for (std::string line; std::getline(in, line);) {
     const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object() || !j.value("val_loss", nlohmann::json()).is_number()) continue;
-    curve.push_back({j.value("step", int64_t{0}), j.value("tokens", int64_t{0}), j["val_loss"].get<double>()});
+    if (j.is_discarded() || !j.is_object()) continue;
+    const int64_t step = j.value("step", int64_t{0}), tokens = j.value("tokens", int64_t{0});
+    if (j.value("val_loss", nlohmann::json()).is_number()) run.curve.push_back({step, tokens, j["val_loss"].get<double>()});
+    if (j.value("train_loss", nlohmann::json()).is_number()) train.push_back({step, tokens, j["train_loss"].get<double>()});
   }
-  return curve;
+  run.train_curve = binned(train);
 }
 
 // Tier, arm and seed of a run found without a manifest: final.json when there, else config.yaml.
@@ -124,7 +141,7 @@ std::vector<RunRecord> collect_runs(const fs::path& sweep_dir) {
     runs = from_scan(sweep_dir);
   }
   if (runs.empty()) throw std::runtime_error(sweep_dir.string() + ": no runs (no manifest.json, no run directory with a config.yaml)");
-  for (auto& r : runs) r.curve = read_curve(sweep_dir / r.name / "metrics.jsonl");
+  for (auto& r : runs) read_curves(sweep_dir / r.name / "metrics.jsonl", r);
   return runs;
 }
 

@@ -3,6 +3,7 @@
 // evaluation and atomic checkpoints, exact resume.
 #include "attnlab/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -17,6 +18,7 @@
 #include "attnlab/batch_sampler.h"
 #include "attnlab/checkpoint.h"
 #include "attnlab/device.h"
+#include "attnlab/eta.h"
 #include "attnlab/evaluate.h"
 #include "attnlab/init.h"
 #include "attnlab/lr_schedule.h"
@@ -289,6 +291,9 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
 
   if (s.probe.defined() && first_step == 0) track_activations(s, metrics);  // the initial state
 
+  // The ETA's window spans the longest periodic cost, so evaluations and checkpoints are amortised.
+  EtaEstimator eta(std::max({cfg.eval.every, cfg.checkpoint.every, cfg.track.activations.every, int64_t{20}}));
+  auto step_done = Clock::now();
   for (int64_t step = first_step; step < total; ++step) {
     const auto t0 = Clock::now();
     const double data_before = s.time.data;
@@ -323,13 +328,15 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
     if (s.probe.defined() && (s.state.step % cfg.track.activations.every == 0 || last || keep.count(s.state.step)))
       track_activations(s, metrics);
     const auto t_print = Clock::now();
-    if (s.state.step % cfg.train.log_every == 0 || last || s.state.step == first_step + 1) {
-      const double eta = (total - s.state.step) * dt;
+    eta.record(std::chrono::duration<double>(t_print - step_done).count());  // with the last checkpoint
+    step_done = t_print;
+    const bool evaluated = !std::isnan(s.state.val_loss);  // every evaluation is printed
+    if (s.state.step % cfg.train.log_every == 0 || last || s.state.step == first_step + 1 || evaluated) {
       spdlog::info("step {:>6}/{} | loss {:.4f}{} | lr {:.2e} | {:.0f} tok/s{} | ETA {}", s.state.step, total, loss,
                    std::isnan(s.state.val_loss) ? "" : fmt::format(" | val {:.4f}", s.state.val_loss),
                    line["lr"].get<double>(), tokens_per_step / dt,
                    line.contains("mfu") ? fmt::format(" | MFU {:.1f}%", 100 * line["mfu"].get<double>()) : "",
-                   format_duration(eta));
+                   format_duration(eta.remaining_seconds(total - s.state.step)));
     }
     s.time.log += std::chrono::duration<double>(Clock::now() - t_print).count();
     const int stop_signal = signals::stop_requested();

@@ -41,5 +41,7 @@ void add_retention_command(CLI::App& app);
 void add_ablate_command(CLI::App& app);
 void add_probe_command(CLI::App& app);
 void add_inject_command(CLI::App& app);
+void add_sample_command(CLI::App& app);
+void add_watch_command(CLI::App& app);
 
 }  // namespace attnlab::cli

@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   attnlab::cli::add_ablate_command(app);
   attnlab::cli::add_probe_command(app);
   attnlab::cli::add_inject_command(app);
+  attnlab::cli::add_sample_command(app);
+  attnlab::cli::add_watch_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -129,7 +129,7 @@ void paper_layout_table(std::ostream& out, const SweepReport& r, const std::stri
     return nullptr;
   };
   out << "## Zero option vs filtering" << (variant.empty() ? "" : " (" + variant + ")")
-      << " (paper_figures.md layout; mean ± sd (seeds sharing the sign / n))\n\n| quantity |"
+      << " (paper_figures.md layout; mean ± sd (seeds sharing the sign / n, paired t p-value))\n\n| quantity |"
       << (r.compare_paper ? " |" : "");
   for (const auto& t : tiers) out << " " << t << " |";
   out << "\n|---|" << (r.compare_paper ? "---|" : "");

@@ -23,6 +23,7 @@
 #include "attnlab/init.h"
 #include "attnlab/lr_schedule.h"
 #include "attnlab/param_groups.h"
+#include "attnlab/progress.h"
 #include "attnlab/shards.h"
 #include "attnlab/version.h"
 #include "train/run_dir.h"
@@ -62,11 +63,6 @@ std::set<int64_t> log_spaced_steps(const CheckpointConfig& c) {
   if (c.log_spaced)
     for (int64_t s = 1; s <= c.log_spaced_until; s *= 2) steps.insert(s);
   return steps;
-}
-
-std::string format_duration(double seconds) {
-  const auto s = static_cast<int64_t>(seconds);
-  return s >= 3600 ? fmt::format("{}h{:02d}m", s / 3600, (s % 3600) / 60) : fmt::format("{}m{:02d}s", s / 60, s % 60);
 }
 
 // Everything one run holds while it trains.

@@ -10,6 +10,7 @@
 #include "attnlab/batch_sampler.h"
 #include "attnlab/checkpoint.h"
 #include "attnlab/model.h"
+#include "attnlab/progress.h"
 #include "attnlab/run_config.h"
 #include "attnlab/shards.h"
 
@@ -75,6 +76,7 @@ RunActivations scan_run(const fs::path& run_dir, const ActivationScanOptions& op
     }
     loaded.model->eval();
     run.checkpoints.push_back({loaded.step, capture_activations(*loaded.model, probe, capture_options)});
+    if (options.progress) options.progress->advance();
     if (&info == &checkpoints.back()) {
       run.layer = options.layer >= 0 ? options.layer : loudest_layer(run.checkpoints.back().capture);
       capture_options.tokens_layer = run.layer;

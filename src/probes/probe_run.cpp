@@ -18,6 +18,7 @@ struct Target {
   std::vector<Batch> batches;
   nlohmann::json provenance;
   c10::Device device = c10::Device(c10::kCPU);
+  Progress* progress = nullptr;  // ProbeDataOptions::progress
 };
 
 std::string data_pattern(const ProbeSource& source, const LoadedModel& loaded) {
@@ -93,6 +94,7 @@ Target load_target(const ProbeSource& source, const ProbeDataOptions& data) {
   t.batches = choose_tokens(val, data, T, t.provenance);
   t.device = resolve_device(source.device);
   t.provenance["device"] = t.device.str();
+  t.progress = data.progress;
   t.loaded.model->to(t.device);
   return t;
 }
@@ -122,7 +124,7 @@ nlohmann::json probe_target(Target& t) {
            "per layer: mean over heads; model: mean over every (layer, head)"})
     conventions.push_back(line);
   return {{"provenance", t.provenance}, {"conventions", conventions},
-          {"summary", probe_model(*t.loaded.model, t.batches, t.device)}};
+          {"summary", probe_model(*t.loaded.model, t.batches, t.device, t.progress)}};
 }
 
 nlohmann::json inject_options_json(const InjectOptions& options) {
@@ -144,7 +146,7 @@ nlohmann::json inject_target(Target& t, const InjectOptions& options) {
            "loss: token-weighted mean next-token cross-entropy (nats) over the N x T targets; increase = loss - clean"})
     conventions.push_back(line);
   return {{"provenance", t.provenance}, {"options", inject_options_json(options)}, {"conventions", conventions},
-          {"result", inject_model(*t.loaded.model, t.batches, t.device, options)}};
+          {"result", inject_model(*t.loaded.model, t.batches, t.device, options, t.progress)}};
 }
 
 }  // namespace

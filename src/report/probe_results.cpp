@@ -3,6 +3,7 @@
 
 #include "attnlab/arm.h"
 #include "attnlab/probe_report.h"
+#include "attnlab/progress.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;
@@ -55,8 +56,13 @@ nlohmann::json run_entry(const SweepReport& report, const RunRecord& run, const 
 
 nlohmann::json collect_probe_results(const SweepReport& report, const ProbeReportOptions& o) {
   nlohmann::json runs = nlohmann::json::array();
+  if (o.progress)
+    for (const auto& run : report.runs) o.progress->add_total(run.finished() ? 1 : 0);
   for (const auto& run : report.runs)
-    if (run.finished()) runs.push_back(run_entry(report, run, o));
+    if (run.finished()) {
+      runs.push_back(run_entry(report, run, o));
+      if (o.progress) o.progress->advance();
+    }
   return {{"runs", runs}, {"eps", o.eps}, {"seed", o.seed}};
 }
 

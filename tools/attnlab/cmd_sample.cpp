@@ -4,7 +4,6 @@
 #include <memory>
 
 #include <fmt/format.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "attnlab/checkpoint.h"
@@ -65,7 +64,7 @@ void add_sample_command(CLI::App& app) {
   cmd->add_option("--python", args->python, "Python with tiktoken/sentencepiece (default: the project's venv)");
   cmd->callback([args] {
     // The text alone on stdout (`attnlab sample ... > out.txt`); what is said about it on stderr.
-    spdlog::set_default_logger(spdlog::stderr_color_mt("sample"));
+    log_to_stderr("sample");
     std::vector<std::string> warnings;
     auto loaded = load_model(args->checkpoint, &warnings);
     for (const auto& w : warnings) spdlog::warn("{}", w);

@@ -44,9 +44,10 @@ def fail(message: str) -> None:
     raise SystemExit(f"prepare_data: error: {message}")
 
 
-def progress(**kwargs) -> tqdm:
-    """A tqdm bar on stderr: redrawn twice a second on a terminal, a line every 30 s in a log file."""
-    return tqdm(file=sys.stderr, mininterval=0.5 if sys.stderr.isatty() else 30.0, dynamic_ncols=True, **kwargs)
+def progress(quiet: bool, **kwargs) -> tqdm:
+    """A tqdm bar on stderr, redrawn twice a second; none when stderr is not a terminal (tqdm's
+    disable=None), as the attnlab commands' progress lines, or with --quiet."""
+    return tqdm(file=sys.stderr, mininterval=0.5, dynamic_ncols=True, disable=True if quiet else None, **kwargs)
 
 
 # ---- shard files ----------------------------------------------------------------------------------
@@ -317,7 +318,7 @@ def cmd_text(args) -> dict:
     writer = ShardWriter(args.out, name, args.shard_size, lambda index: phase["split"])
     for split, split_docs in (("val", val), ("train", train)):
         phase["split"] = split
-        with progress(total=len(split_docs), desc=f"{split} documents", unit="doc") as bar:
+        with progress(args.quiet, total=len(split_docs), desc=f"{split} documents", unit="doc") as bar:
             for tokens in encode_documents(tok, (d.text for d in split_docs)):
                 writer.add(tokens)
                 bar.update(1)
@@ -356,7 +357,7 @@ def cmd_fineweb(args, documents: Iterable[dict] | None = None) -> dict:
     writer = ShardWriter(args.out, name, args.shard_size, lambda i: "val" if i == 0 else "train")
     # The sample's name is its size in GPT-2 tokens, so the bar's total and ETA hold before the end.
     total = args.max_tokens or SAMPLE_TOKENS.get(args.sample)
-    with progress(total=total, desc=f"{name} tokens", unit="tok", unit_scale=True) as bar:
+    with progress(args.quiet, total=total, desc=f"{name} tokens", unit="tok", unit_scale=True) as bar:
         for tokens in encode_documents(tok, (doc["text"] for doc in documents)):
             writer.add(tokens)
             bar.update(len(tokens))
@@ -374,7 +375,9 @@ def cmd_fineweb(args, documents: Iterable[dict] | None = None) -> dict:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
-    fw = sub.add_parser("fineweb", help="FineWeb(-Edu) via `datasets`, GPT-2 BPE (needs network)")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--quiet", action="store_true", help="no progress bar (there is none unless stderr is a terminal)")
+    fw = sub.add_parser("fineweb", parents=[common], help="FineWeb(-Edu) via `datasets`, GPT-2 BPE (needs network)")
     fw.add_argument("--version", choices=["edu", "classic"], default="edu")
     fw.add_argument("--sample", choices=["10BT", "100BT"], default="10BT")
     fw.add_argument("--out", required=True, help="output directory")
@@ -383,7 +386,7 @@ def parser() -> argparse.ArgumentParser:
     fw.add_argument("--streaming", action="store_true", help="stream instead of downloading the sample")
     fw.add_argument("--gpt2-tiktoken", help=f"local GPT-2 .tiktoken file (default {DEFAULT_GPT2_TIKTOKEN} "
                                             "when present, else tiktoken downloads its own)")
-    tx = sub.add_parser("text", help="local UTF-8 text files, one document per file")
+    tx = sub.add_parser("text", parents=[common], help="local UTF-8 text files, one document per file")
     tx.add_argument("--inputs", nargs="+", required=True, help="files or globs (** recurses)")
     tx.add_argument("--out", required=True, help="output directory")
     tx.add_argument("--name", help="shard name prefix (default: the output directory's name)")

@@ -52,7 +52,7 @@ describe_machine() {
 # Prints the exports that make CMake and the loader find the unpacked Debian packages.
 unpack_deps() {
   if [ ! -x "$DEPS_DIR/offline-deps.sh" ]; then
-    echo "no $DEPS_DIR/offline-deps.sh: fetch the bundle with ../shared/tools/offline-deps.sh download $DEPS_DIR" >&2
+    echo "no $DEPS_DIR/offline-deps.sh: fetch the bundle with scripts/offline-deps.sh download $DEPS_DIR" >&2
     return 1
   fi
   if command -v dpkg >/dev/null; then

@@ -18,7 +18,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/os_packages.sh"
 debian_packages() {
   local doc
   echo cmake ninja-build ccache g++ python3-venv libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev \
-       nlohmann-json3-dev libgtest-dev libssl-dev libboost-dev
+       nlohmann-json3-dev libgtest-dev libssl-dev libboost-dev libgloo-dev
   # The embedded corpus's text; an unknown release goes without it (prepare_corpus.sh then says so).
   if doc=$(attnlab_python_doc_package); then echo "$doc"; fi
 }
@@ -148,7 +148,7 @@ Torch_DIR="$("$ATTNLAB_VENV/bin/python" -c 'import torch.utils; print(torch.util
 export Torch_DIR
 export CCACHE_DIR="${CCACHE_DIR:-$ATTNLAB_CACHE/ccache}"
 # PCH-friendly ccache settings (a precompiled LibTorch header is used by every target).
-export CCACHE_SLOPPINESS="pch_defines,time_macros,include_file_mtime,include_file_ctime"
+export CCACHE_SLOPPINESS="pch_defines,time_macros"
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-8G}"
 # Paths inside the checkout are hashed relative to it, so a fresh clone elsewhere (CI) hits the
 # objects an earlier build on this machine left in the cache.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Plots of massive activations (SPEC section 5, issue 7) from the JSON attnlab writes:
+"""Plots of massive activations (SPEC section 5) from the JSON attnlab writes:
 
     python tools/plot_activations.py OUT/activations.json --out OUT   # attnlab activations
     python tools/plot_activations.py OUT/wd.json --out OUT            # attnlab report --wd

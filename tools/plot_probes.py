@@ -17,8 +17,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-ARM_ORDER = ["baseline", "off_by_one", "sink_token", "sink_logit", "norm_gate", "proj_gate", "renorm", "combo",
-             "combo2"]
+ARM_ORDER = []  # the registry's order, from probes.json's "arm_order" (set in main)
 
 
 def group_of(run):
@@ -112,6 +111,7 @@ def main():
     args = parser.parse_args()
     with open(args.probes_json) as f:
         results = json.load(f)
+    ARM_ORDER[:] = results["arm_order"]
     os.makedirs(args.out, exist_ok=True)
     groups = defaultdict(list)
     for r in results["runs"]:

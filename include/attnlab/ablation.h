@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,8 @@
 #include "attnlab/batch_sampler.h"
 #include "attnlab/channel_select.h"
 #include "attnlab/model.h"
+#include "attnlab/rms_ceiling.h"
+#include "attnlab/trained_run.h"
 
 namespace attnlab {
 
@@ -73,5 +77,19 @@ AblationResult ablate(GPTImpl& model, const Batch& batch, const AblationOptions&
 /// for the reference pass); the building block of ablate(), exposed for tests.
 AblationPass measure_pass(GPTImpl& model, const Batch& batch, int64_t layer, int64_t position,
                           const std::function<at::Tensor(const at::Tensor&)>& edit);
+
+/// Everything `attnlab ablate` ran, for its files.
+struct AblationReportInputs {
+  const Provenance& provenance;
+  int64_t batch = 0;                      ///< index of the validation batch ablated
+  const AblationOptions& options;         ///< as run, options.channels.text as written
+  const AblationResult& result;
+  std::optional<CeilingResult> ceiling;   ///< none when skipped or at the last layer
+  CeilingOptions ceiling_options;
+};
+
+/// ablate.json (provenance, options, both passes, the change, the ceiling or null), ablate.md,
+/// ablate_channels.csv and, with a ceiling, ceiling.csv, by name.
+std::map<std::string, std::string> ablation_files(const AblationReportInputs& inputs);
 
 }  // namespace attnlab

@@ -23,6 +23,10 @@ namespace attnlab {
 
 class GPTImpl;
 
+/// How every output names residual layers (activations, retention, ablation).
+inline constexpr const char* kLayerConvention =
+    "residual stream after block l, before the final LayerNorm; l = 0 is the embedding output";
+
 struct LayerActivations {
   int64_t layer = 0;               ///< 0 = embedding output, n_layer = input of the final LayerNorm
   ActivationStats sink;            ///< at (sequence 0, position 0)

@@ -1,4 +1,4 @@
-// `attnlab activations --runs <run dirs>` (issue 7, SPEC section 5): activation_capture.h's
+// `attnlab activations --runs <run dirs>` (SPEC section 5): activation_capture.h's
 // statistics at every checkpoint of one or more runs, how the dominant channel settles (lock-in
 // step, Spearman correlation of each checkpoint's channel ranking with the final one) and how runs
 // that differ only in seed agree (Jaccard overlap of their final top-k channels).

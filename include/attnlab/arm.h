@@ -40,8 +40,14 @@ struct ArmSpec {
   bool sink_token = false;  ///< a learned embedding e_sink is prepended at position 0
 };
 
-/// Every arm, in the order of SPEC section 1's table.
+/// Every arm, in the order of docs/arms.md's table, then those added by register_arm().
 const std::vector<ArmSpec>& all_arms();
+
+/// Adds an arm to all_arms() for the rest of the process: a new combination of the features above,
+/// for an experiment or a test that tries an arm out (tests/tenth_arm) before it becomes a row of
+/// src/arms/registry.cpp. Call it before anything looks arms up. Throws std::invalid_argument for an
+/// empty or existing name.
+void register_arm(const ArmSpec& arm);
 
 /// The arm called `name`. Throws std::invalid_argument naming the value and the valid names.
 const ArmSpec& arm_by_name(const std::string& name);

@@ -1,17 +1,21 @@
 // Deterministic training batches and the fixed validation set (SPEC sections 3 and 6).
 //
 // Training (sampling with replacement, as nanoGPT's get_batch, not llm.c's sequential reader):
-// row `row` of micro-batch `micro_step` of optimizer step `step` on rank `rank` is the window of
-// seq_len + 1 consecutive tokens of the concatenated train stream (shards in sorted path order)
-// starting at
+// each optimizer step trains on one global batch of G = tokens_per_step / seq_len sequences.
+// Sequence `index` (0 <= index < G) of optimizer step `step` is the window of seq_len + 1
+// consecutive tokens of the concatenated train stream (shards in sorted path order) starting at
 //     offset = uniform(key, N - seq_len),  N = number of train tokens,
-//     key    = mix(mix(mix(mix(splitmix64(seed ^ D), step), micro_step), rank), row)
+//     key    = mix(mix(splitmix64(seed ^ D), step), index)
 // with D = 0x6174746e64617461 ("attndata"), splitmix64 the finaliser of init.h's parameter seeds,
 // mix(h, v) = splitmix64(h ^ splitmix64(v)) and uniform(k, m) = floor(k * m / 2^64) (the high
 // half of a 128-bit product; its bias is below m / 2^64). Windows never cross the end of the data;
 // they may cross shard boundaries, as llm.c's writers split documents across shards. So:
 //  - every arm with one seed sees the same data in the same order (the paired-seed protocol);
 //  - a run resumed at step k restores its data position from k alone, replaying nothing;
+//  - the order does not depend on how a step is split into micro-batches or across data-parallel
+//    ranks: rank r's micro-batch m holds sequences [(r M + m) B, (r M + m + 1) B) for M
+//    micro-batches of B sequences per rank (docs/distributed.md), so every split trains on the same
+//    sequences;
 //  - different seeds see different data orders, so seed variance includes data order.
 // The cost: within one pass some tokens are drawn twice and some not at all (~1/e unseen after N
 // tokens drawn), which matters only when a run makes several passes over a small corpus.
@@ -52,11 +56,14 @@ class BatchSampler {
   /// std::invalid_argument when batch_size or seq_len is not positive.
   BatchSampler(std::shared_ptr<const ShardSet> train, BatchSamplerOptions options);
 
-  /// Start (token index into the concatenated stream) of one row's window; in [0, N - seq_len).
-  int64_t window_offset(int64_t step, int64_t micro_step, int64_t rank, int64_t row) const;
+  /// Start (token index into the concatenated stream) of the window of sequence `index` of
+  /// optimizer step `step`'s global batch; in [0, N - seq_len). Any index >= 0 is valid (a batch of
+  /// B sequences is the first B of a larger one).
+  int64_t window_offset(int64_t step, int64_t index) const;
 
-  /// Micro-batch `micro_step` of optimizer step `step` for `rank`: x, y [batch_size, seq_len].
-  Batch batch(int64_t step, int64_t micro_step, int64_t rank = 0) const;
+  /// Sequences [first, first + batch_size) of optimizer step `step`'s global batch: x, y
+  /// [batch_size, seq_len]. Throws std::invalid_argument when step or first is negative.
+  Batch batch(int64_t step, int64_t first = 0) const;
 
   const BatchSamplerOptions& options() const { return options_; }
   int64_t num_windows() const { return num_windows_; }  ///< N - seq_len distinct starts

@@ -1,4 +1,4 @@
-// Checkpoints of a training run (issue 3; layout and formats in docs/checkpoints.md):
+// Checkpoints of a training run (layout and formats in docs/checkpoints.md):
 //
 //   <run_dir>/checkpoints/step_000100/
 //     model.safetensors      weights, named as GPTImpl::named_parameters() ("wte.weight", ...)
@@ -6,17 +6,21 @@
 //                            "step.<name>" (I64 scalar), "max_exp_avg_sq.<name>" (amsgrad only)
 //     state.json             step, tokens, data position, losses, RNG states, resolved config,
 //                            git revision, format version, SHA-256 of both tensor files
+//     state.json.sha256      SHA-256 of state.json ("<hex>  state.json", as sha256sum prints it)
 //
 // A checkpoint appears under its final name only once every file is durable (written into a
-// hidden sibling, fsynced, renamed), so a crash never leaves half a checkpoint there. Loading
-// verifies the checksums; load_latest() skips a corrupt checkpoint, saying so, and falls back to
-// the previous good one. restore() makes training continue bit-identically (tested on CPU).
+// hidden sibling, fsynced, renamed), so a crash never leaves half a checkpoint there, and it never
+// holds NaN or infinity. Loading verifies the checksums and every field; load_latest() skips a
+// checkpoint that does not load (or fails the caller's check, e.g. check_restorable), saying so,
+// and falls back to the previous good one. restore() makes training continue bit-identically
+// (tested on CPU). docs/checkpoints.md states the integrity guarantees.
 //
 // One writer per run directory: save_checkpoint() removes hidden leftovers of crashed writes.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <set>
@@ -32,8 +36,9 @@
 
 namespace attnlab {
 
-/// Version of the layout above, written as state.json's "format_version"; a reader refuses others.
-inline constexpr int64_t kCheckpointFormatVersion = 1;
+/// Version of the layout above, written as state.json's "format_version". A reader also accepts 1,
+/// the layout before state.json.sha256 (its state.json is then checked field by field only).
+inline constexpr int64_t kCheckpointFormatVersion = 2;
 
 /// The bytes at::Generator::get_state() gives for every global generator.
 struct RngStates {
@@ -43,8 +48,12 @@ struct RngStates {
 
 /// The current state of the default CPU generator and, when CUDA is available, of each device's.
 RngStates capture_rng_states();
-/// Sets the generators captured above. A CUDA state is skipped (with a warning) when its device is
-/// absent. Throws CheckpointError naming `origin` when a state has the wrong size for its generator.
+/// Throws CheckpointError naming `origin` when restore_rng_states would refuse `states`: a state of
+/// another size than its generator's here (CUDA states only for devices present), or a CPU state
+/// whose mt19937 position lies outside its table. Changes nothing.
+void check_rng_states(const RngStates& states, const std::filesystem::path& origin);
+/// check_rng_states, then sets the generators captured above. A CUDA state is skipped (with a
+/// warning) when its device is absent.
 void restore_rng_states(const RngStates& states, const std::filesystem::path& origin);
 
 /// What the trainer knows beyond the weights and the optimizer.
@@ -67,7 +76,7 @@ struct TrainState {
 struct RetentionPolicy {
   int64_t keep_last = 3;         ///< K >= 1 newest checkpoints
   bool keep_best = true;         ///< also the one with the lowest finite val_loss (earliest on ties)
-  std::set<int64_t> keep_steps;  ///< also these steps (e.g. issue 7's log-spaced 1, 2, 4, ..., 512)
+  std::set<int64_t> keep_steps;  ///< also these steps (e.g. the log-spaced 1, 2, 4, ..., 512 that retention studies use)
   int64_t keep_every = 0;        ///< also every step divisible by this; 0 = off
 };
 
@@ -86,8 +95,10 @@ std::vector<CheckpointInfo> list_checkpoints(const std::filesystem::path& run_di
 
 /// Writes checkpoint `state.step` of `model` and `opt` (the AdamW built on the model's parameter
 /// groups) atomically, replacing an existing checkpoint of the same step, then applies `policy`.
-/// Returns the checkpoint directory. Throws CheckpointError on I/O failure (nothing under the final
-/// name is then changed), std::invalid_argument for policy.keep_last < 1.
+/// Returns the checkpoint directory. Throws FileError (CheckpointError among them) on I/O failure, when a weight or
+/// optimizer tensor holds NaN or infinity, or when `state` breaks a rule of state.json
+/// (docs/checkpoints.md: counts >= 0, tokens_seen >= step, losses >= 0, best_val_loss <= val_loss);
+/// nothing under a final name is then changed. std::invalid_argument for policy.keep_last < 1.
 std::filesystem::path save_checkpoint(const std::filesystem::path& run_dir, const GPTImpl& model,
                                       const torch::optim::AdamW& opt, const TrainState& state,
                                       const RetentionPolicy& policy = {});
@@ -110,31 +121,47 @@ struct LoadedCheckpoint {
                                                               ///< "lr", "betas", "eps", "weight_decay", "amsgrad"
 };
 
-/// Reads and verifies (format version, sizes, SHA-256, safetensors structure) the checkpoint in
-/// `ckpt_dir`; without `with_optimizer` the optimizer file is neither read nor verified.
-/// Throws CheckpointError naming the bad file and what is wrong with it.
+/// Reads and verifies the checkpoint in `ckpt_dir`: state.json against state.json.sha256, its
+/// format version and fields (docs/checkpoints.md), each tensor file's size and SHA-256 against
+/// state.json, the safetensors structure. Without `with_optimizer` the optimizer file is neither
+/// read nor verified. Throws CheckpointError naming the bad file and what is wrong with it.
 LoadedCheckpoint load_checkpoint(const std::filesystem::path& ckpt_dir, bool with_optimizer = true);
 
-/// The newest checkpoint of the run that loads. Each one skipped is logged (spdlog warning) and, if
-/// `warnings` is given, appended to it, naming the checkpoint and why. std::nullopt when the run has
-/// no checkpoint; throws CheckpointError naming `run_dir` when it has some but none loads.
+/// A caller's test of a loaded checkpoint: throws CheckpointError to refuse it.
+using CheckpointCheck = std::function<void(const LoadedCheckpoint&)>;
+
+/// The newest checkpoint of the run that loads and passes `check` (when given; e.g. one calling
+/// check_restorable, so a checkpoint that cannot be restored is skipped like a corrupt one). Each
+/// one skipped is logged (spdlog warning) and, if `warnings` is given, appended to it, naming the
+/// checkpoint and why. std::nullopt when the run has no checkpoint; throws CheckpointError naming
+/// `run_dir` and the newest one's problem when it has some but none is usable.
 std::optional<LoadedCheckpoint> load_latest(const std::filesystem::path& run_dir,
-                                            std::vector<std::string>* warnings = nullptr,
-                                            bool with_optimizer = true);
+                                            std::vector<std::string>* warnings = nullptr, bool with_optimizer = true,
+                                            const CheckpointCheck& check = {});
+
+/// Throws the CheckpointError restore(ckpt, model, opt) would throw, changing nothing: the model
+/// config; the weights' names, shapes, dtypes (the parameters') and finiteness; the optimizer's
+/// groups and tensors (restore_optimizer); the RNG states (check_rng_states). Extra tensors are
+/// refused, naming the first few.
+void check_restorable(const LoadedCheckpoint& ckpt, const GPTImpl& model, const torch::optim::AdamW& opt);
 
 /// Copies the weights into `model`'s parameters in place (same tensors, so an optimizer built on
-/// them stays valid). Throws CheckpointError when the model config, the parameter names or a shape
-/// differ from the checkpoint's.
+/// them stays valid). Throws CheckpointError, changing nothing, when the model config differs from
+/// the checkpoint's, a parameter is missing, a tensor names no parameter, or a tensor's shape or
+/// dtype differs from its parameter's or it holds NaN or infinity.
 void restore_model(const LoadedCheckpoint& ckpt, GPTImpl& model);
 
 /// Recreates AdamW's per-parameter state (step, exp_avg, exp_avg_sq, max_exp_avg_sq) in `opt`,
 /// keyed as LibTorch keys it (the parameter's TensorImpl), on each parameter's device and dtype,
 /// and sets each group's learning rate (the schedule's position). Betas, eps and weight decay stay
-/// as `opt` was built, so a branch run may change them. Throws CheckpointError when the checkpoint
-/// has no optimizer state or its parameter groups differ from `opt`'s.
+/// as `opt` was built, so a branch run may change them. Throws CheckpointError, changing nothing,
+/// when the checkpoint has no optimizer state, its parameter groups differ from `opt`'s, a tensor
+/// is missing, left over, of another shape or dtype than its parameter, non-finite, or a second
+/// moment or step count is out of range (step >= 1, exp_avg_sq >= 0).
 void restore_optimizer(const LoadedCheckpoint& ckpt, const GPTImpl& model, torch::optim::AdamW& opt);
 
-/// restore_model + restore_optimizer + restore_rng_states: training then continues bit-identically.
+/// check_restorable, then restore_model + restore_optimizer + restore_rng_states: training then
+/// continues bit-identically. A refused checkpoint changes nothing.
 void restore(const LoadedCheckpoint& ckpt, GPTImpl& model, torch::optim::AdamW& opt);
 
 /// A model rebuilt from a checkpoint for evaluation.
@@ -142,14 +169,17 @@ struct LoadedModel {
   GPT model{nullptr};
   ModelConfig model_config;
   nlohmann::json config;  ///< the run's resolved configuration
+  nlohmann::json extra = nlohmann::json::object();  ///< TrainState::extra (e.g. a branch's parent)
   int64_t step = 0;
   std::filesystem::path source;  ///< the checkpoint directory or file actually read
 };
 
-/// `path` may be a run directory (its newest good checkpoint, as load_latest), a checkpoint
-/// directory, its state.json, or a model.safetensors file (which describes itself in its
-/// metadata, so it may be copied anywhere). The optimizer file is not read.
-/// Throws CheckpointError naming `path` when nothing there loads.
+/// `path` may be a run directory (its newest checkpoint that loads into a model, as load_latest),
+/// a checkpoint directory, its state.json, or a model.safetensors file. A model.safetensors with a
+/// state.json beside it is read as that checkpoint (so its SHA-256 is verified); one alone
+/// describes itself in its metadata, so it may be copied anywhere, but nothing records its
+/// checksum there. The optimizer file is not read. Weights are checked as restore_model does.
+/// Throws CheckpointError naming the file at fault when nothing there loads.
 LoadedModel load_model(const std::filesystem::path& path, std::vector<std::string>* warnings = nullptr);
 
 }  // namespace attnlab

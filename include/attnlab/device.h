@@ -18,6 +18,10 @@ std::string device_name(const c10::Device& device);
 /// A100 312e12, ...); 0 when unknown or on CPU (MFU is then not reported).
 double peak_flops(const c10::Device& device);
 
+/// The most memory a run can hold on `device`, in bytes: the CUDA device's total memory, or on the
+/// CPU the host's RAM plus swap (sysinfo(2)). The ceiling that check_fits_memory compares with.
+double device_memory_bytes(const c10::Device& device);
+
 /// RAII: enables autocast to bf16 on CUDA for its lifetime when `enabled` (no-op on CPU).
 class AutocastGuard {
  public:

@@ -14,4 +14,16 @@ namespace attnlab {
 double evaluate(GPTImpl& model, const ValidationSet& val, int64_t batch_size, const c10::Device& device,
                 bool autocast_bf16);
 
+/// One shard's part of that mean: the summed cross-entropy (nats, float64) and the number of targets
+/// of validation batches shard, shard + num_shards, shard + 2 num_shards, ... (batches of
+/// `batch_size`). Summing the parts of shards 0..num_shards-1 and dividing gives evaluate()'s value,
+/// each batch's loss computed exactly as there (data-parallel evaluation, docs/distributed.md). A
+/// shard with no batch returns {0, 0}. Throws std::invalid_argument unless 0 <= shard < num_shards.
+struct LossSum {
+  double nats = 0.0;
+  int64_t tokens = 0;
+};
+LossSum evaluate_sum(GPTImpl& model, const ValidationSet& val, int64_t batch_size, const c10::Device& device,
+                     bool autocast_bf16, int64_t shard, int64_t num_shards);
+
 }  // namespace attnlab

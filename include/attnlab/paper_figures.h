@@ -1,4 +1,4 @@
-// The figures the source papers report (../shared/paper_figures.md), as data for
+// The figures the source papers report (docs/spec.md names them), as data for
 // `attnlab report --compare-paper`. Losses and differences in nats on FineWeb-Edu.
 #pragma once
 

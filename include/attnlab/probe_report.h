@@ -1,4 +1,4 @@
-// `attnlab report --probes --inject` (issue 6): the trained-model measurements and junk-injection
+// `attnlab report --probes --inject`: the trained-model measurements and junk-injection
 // dose-response of SPEC section 4 for every finished run of a sweep, as paper 000 tabulates them.
 // Results are cached in each run's probes/ folder (probe_run.h) and reused while their key (checkpoint
 // step, tokens, options) matches.
@@ -29,9 +29,11 @@ struct ProbeReportOptions {
   Progress* progress = nullptr;  ///< counts the finished runs as each is probed (not owned; optional)
 };
 
-/// For each finished run of `report`: {"name", "tier", "variant", "arm", "seed", "probe": probe JSON
-/// (or null), "inject": [injection JSON, ...], "error": text when the run could not be probed}.
-/// A run that fails (no checkpoint, data missing) is recorded with its error, never dropped.
+/// {"runs": [...], "eps", "seed", "arm_order": the registry's arms, "measures": [{"name", "label",
+/// "percent"}] of probe_measure_table()} where each run (finished runs only) is {"name", "tier",
+/// "variant", "arm", "seed", "probe": probe JSON (or null), "inject": [injection JSON, ...], "error":
+/// text when the run could not be probed}. A run that fails (no checkpoint, data missing) is
+/// recorded with its error, never dropped. tools/plot_probes.py draws in the orders given here.
 nlohmann::json collect_probe_results(const SweepReport& report, const ProbeReportOptions& options);
 
 /// Markdown tables per tier: first-key mass, sink rate, read-norm ratio, phantom mass, exposure and

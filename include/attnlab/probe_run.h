@@ -18,7 +18,7 @@ namespace attnlab {
 struct ProbeSource {
   std::filesystem::path checkpoint;
   std::string data;
-  std::string device = "cpu";  ///< "auto" | "cpu" | "cuda"
+  std::string device = "cpu";  ///< "auto" | "cpu" | "cuda" (kAnalysisDevice by default)
 };
 
 /// probe_model() on the chosen tokens, with provenance. Returns {"provenance": {...}, "conventions":
@@ -49,9 +49,6 @@ std::map<std::string, std::string> probe_files(const nlohmann::json& probe);
 /// Files of an injection result: inject_<kind>_<cutoff>.json, .csv (one row per layer set and eps)
 /// and .md.
 std::map<std::string, std::string> inject_files(const nlohmann::json& inject);
-
-/// Writes `files` into `dir` (created); throws std::runtime_error naming a file it cannot write.
-void write_files(const std::filesystem::path& dir, const std::map<std::string, std::string>& files);
 
 /// The run directory's probes/ folder when `checkpoint` lies in a run (a run directory, or a
 /// checkpoint under <run>/checkpoints/), else ./probes.

@@ -85,11 +85,9 @@ void accumulate_layer(const LayerProbeInputs& in, LayerProbeSums& sums);
 /// Per (layer, head), per layer (mean over heads), model (mean over every head) and the sink rate
 /// (share of heads whose sink_score > kSinkRateThreshold) as JSON: {"layers": [{"layer", "heads":
 /// {measure: [H]}, "mean": {measure: x}, "sink_rate"}], "model": {measure: x, "sink_rate"}}.
-/// Measures an arm lacks (phantom, gate) are null.
+/// Measures an arm lacks (phantom, gate) are null. The measures and their order are
+/// probe_measure_table()'s (probe_measures.h).
 nlohmann::json probe_summary(const std::vector<LayerProbeSums>& layers, bool has_phantom, bool has_gate);
-
-/// The names of the measures, in the order the files list them.
-const std::vector<std::string>& probe_measures();
 
 /// Which validation tokens a probe or injection reads.
 struct ProbeDataOptions {

@@ -1,4 +1,4 @@
-// `attnlab report` (issue 4): the paired-seed analysis of a sweep directory (SPEC section 3).
+// `attnlab report`: the paired-seed analysis of a sweep directory (SPEC section 3).
 // Every number is a final validation loss in nats/token, or a difference of such losses between
 // arms that share tier, seed and validation data; a positive difference means the arm subtracted
 // (the second one) is better. Runs that are missing or unfinished are listed, never dropped.
@@ -16,24 +16,14 @@
 
 #include "attnlab/paired_stats.h"
 #include "attnlab/paper_figures.h"
+#include "attnlab/run_metrics.h"
 #include "attnlab/run_state.h"
 
 namespace attnlab {
 
-/// A validation point of a run's metrics.jsonl.
-struct CurvePoint {
-  int64_t step = 0;
-  int64_t tokens = 0;
-  double val_loss = 0.0;  ///< nats/token
-};
-
-/// Training loss of metrics.jsonl over a bin of consecutive steps (runs longer than kTrainCurvePoints
-/// steps are averaged in bins, so report.json stays small for any run length).
-struct TrainPoint {
-  int64_t step = 0;         ///< the bin's last step
-  int64_t tokens = 0;       ///< training tokens at that step
-  double train_loss = 0.0;  ///< mean training loss over the bin's steps, nats/token
-};
+/// RunRecord::train_curve holds at most this many points: a longer run's training losses are
+/// averaged in bins of consecutive steps (each point at its bin's last step), so report.json stays
+/// small for any run length.
 constexpr size_t kTrainCurvePoints = 512;
 
 /// One run of the sweep directory, finished or not.
@@ -42,13 +32,13 @@ struct RunRecord {
   std::string tier, arm, variant;
   uint64_t seed = 0;
   RunState state;
-  std::vector<CurvePoint> curve;
-  std::vector<TrainPoint> train_curve;  ///< at most kTrainCurvePoints, in step order
+  std::vector<CurvePoint> curve;        ///< its validation points (run_metrics.h)
+  std::vector<TrainPoint> train_curve;  ///< training losses, binned to at most kTrainCurvePoints, in step order
 
   bool finished() const { return state.status == RunStatus::finished; }
-  double final_val_loss() const;        ///< final.json's, nats/token (finished runs)
-  int64_t val_tokens() const;           ///< final.json's (finished runs)
-  std::string val_fingerprint() const;  ///< final.json's (finished runs)
+  double final_val_loss() const;    ///< final.json's, nats/token (finished or stale runs)
+  int64_t val_tokens() const;       ///< final.json's (finished or stale runs)
+  uint64_t val_fingerprint() const; ///< final.json's (finished or stale runs)
 };
 
 /// The runs under `sweep_dir`: those its manifest.json lists (with their expected config hash, so a

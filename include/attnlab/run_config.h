@@ -1,6 +1,8 @@
 // The configuration of one training run: records that mirror the YAML keys exactly (SPEC sections 2,
 // 3, 6). Files compose with `include:` lists; `--set a.b=c` overrides any key; unknown keys, wrong
 // types and impossible values are rejected before any work starts, naming the key's full path.
+// docs/config.md states the rules a value must follow (duplicate keys, integers, floats, strings,
+// sizes).
 #pragma once
 
 #include <cstdint>
@@ -57,7 +59,7 @@ struct CheckpointConfig {
   int64_t keep_every = 0;       ///< also keep every checkpoint whose step is a multiple of this; 0 = off
 };
 
-/// Training-time activation tracking (SPEC section 5, issue 7): every `every` steps one forward pass
+/// Training-time activation tracking (SPEC section 5): every `every` steps one forward pass
 /// on a fixed probe batch (the first `sequences` validation sequences), logged into metrics.jsonl as
 /// a {"type": "activations"} record. Changes nothing the run computes (tested), so these keys are
 /// outside the config hash and may change when a run resumes.
@@ -86,6 +88,7 @@ struct RunConfig {
   CheckpointConfig checkpoint;
   TrackConfig track;
 
+  // Valid (without overflow) once validate() has passed.
   int64_t effective_tokens_per_step() const;
   int64_t grad_accum_steps() const;  ///< tokens_per_step / (batch_size * seq_len)
   int64_t total_steps() const;       ///< max_steps, else ceil(token_budget / tokens_per_step)
@@ -98,22 +101,49 @@ struct ConfigError : std::runtime_error {
 
 /// Loads `path` (with its `include:` files, relative to the including file, earlier files first,
 /// later keys win), applies `overrides` ("a.b=c", value parsed as YAML), checks every key and value.
-/// Throws ConfigError naming the file or the key's full path.
+/// Throws ConfigError naming the file or the key's full path; a key written twice in one mapping is
+/// refused naming both lines, and integers are read as YAML 1.2 decimals ("010" is 10, not octal).
 RunConfig load_run_config(const std::filesystem::path& path, const std::vector<std::string>& overrides = {});
 
 /// Same from an already-resolved JSON/YAML document (e.g. a checkpoint's stored config).
 RunConfig run_config_from_json(const nlohmann::json& resolved);
 
-/// The resolved configuration as JSON (every key, defaults included), and as YAML text.
+/// The resolved configuration as JSON (every key, defaults included), and as YAML text: floats in
+/// their shortest round-trip form (3e-4 is written 0.0003), config_warnings as comments on top.
 nlohmann::json to_json(const RunConfig& cfg);
 std::string to_yaml(const RunConfig& cfg);
 
 /// Keys (full paths) whose values differ between two configs, e.g. {"optim.lr", "model.arm"}.
 std::vector<std::string> differing_keys(const RunConfig& a, const RunConfig& b);
 
-/// Checks values that no single key can (seq_len <= block_size, tokens_per_step a multiple of
-/// batch_size * seq_len, a budget set, ...). Throws ConfigError naming the keys.
+/// Checks every value: floats finite, strings valid UTF-8 without control characters (so every
+/// writer of a run can write them), each key's range, and what no single key can (seq_len <=
+/// block_size, tokens_per_step a multiple of batch_size * seq_len, a budget set, val_tokens at
+/// least one sequence, products of sizes within 64 bits). Throws ConfigError naming the keys.
 void validate(const RunConfig& cfg);
+
+/// Valid settings that probably do not do what was meant, one sentence each (docs/config.md): a
+/// warm-up not shorter than the run (the learning rate only rises and never decays). The trainer
+/// logs them as warnings at start; to_yaml writes them as comments atop the run's config.yaml.
+std::vector<std::string> config_warnings(const RunConfig& cfg);
+
+/// A lower bound on the memory a training step holds, in bytes (docs/config.md, "Sizes"):
+/// the parameters of count_params at 16 bytes each (fp32 weights, gradients and AdamW's two
+/// moments) and one micro-batch's logits at 2 bytes each (batch_size * seq_len * padded vocab;
+/// bf16 is the narrowest dtype they take). Activations and workspaces come on top.
+struct MemoryFloor {
+  double weights = 0;
+  double logits = 0;
+  double total() const { return weights + logits; }
+};
+
+/// The floor of a config that has passed validate() (whose sizes then fit 64-bit counts).
+MemoryFloor memory_floor(const RunConfig& cfg);
+
+/// Throws ConfigError, naming the keys behind the larger part, when memory_floor(cfg) exceeds
+/// `available_bytes` (the memory of `device`, named in the message); the trainer calls it before
+/// any work.
+void check_fits_memory(const RunConfig& cfg, double available_bytes, const std::string& device);
 
 /// True for keys that change what a run records but not what it computes (track.*): left out of
 /// config_hash and allowed to differ when a run resumes.

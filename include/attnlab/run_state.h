@@ -1,12 +1,14 @@
-// Where a run directory stands, read from its files alone (config.yaml, checkpoints/, final.json):
-// what `attnlab sweep` uses to skip or resume a run and what `attnlab report` lists.
+// Where a run directory stands, read from its files alone (config.yaml, checkpoints/, final.json,
+// through RunDir): what `attnlab sweep` uses to skip or resume a run and what `attnlab report` lists.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "attnlab/final_record.h"
 
 namespace attnlab {
 
@@ -20,13 +22,13 @@ enum class RunStatus {
 struct RunState {
   RunStatus status = RunStatus::not_started;
   int64_t step = 0;          ///< partial: newest checkpoint's step; finished / stale: final.json "steps"
-  nlohmann::json final_json; ///< final.json (finished / stale); null otherwise
-  std::string detail;        ///< why a run is stale or partial despite a final.json (unreadable file)
+  std::optional<FinalRecord> final_record;  ///< final.json (finished / stale); none otherwise
+  std::string detail;        ///< why a run is stale or partial despite a final.json (a damaged file)
 };
 
 /// Inspects `run_dir`. `expected_hash` (config_hash of the config the run should have; empty = any)
-/// separates finished from stale. Never throws for a missing or unreadable file: an unparsable
-/// final.json makes the run partial, saying so in `detail`.
+/// separates finished from stale. Never throws for a missing or unreadable file: a final.json that
+/// cannot be read as a FinalRecord makes the run partial, saying why in `detail`.
 RunState inspect_run(const std::filesystem::path& run_dir, const std::string& expected_hash = "");
 
 /// "not_started" | "partial" | "finished" | "stale" (the manifest's and the JSON report's words).

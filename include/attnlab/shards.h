@@ -10,7 +10,9 @@
 // Beside the shards, tools/prepare_data.py writes tokenizer.json (docs/data.md):
 //   {"tokenizer": "gpt2" | "sentencepiece" | "bytes", "vocab_size": N, "model": "<file>" | null,
 //    "source": "...", "eot": <document separator id>, ...}
-// Shards without it (llm.c's, modded-nanogpt's) are taken as GPT-2 (vocab 50257), with a note.
+// Shards without it (llm.c's, modded-nanogpt's, a byte-level corpus made elsewhere) are accepted as
+// they are: every token is still checked to be below the model's vocab_size, and a note for the log
+// says that the tokenizer is unknown.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +33,7 @@ class DataError : public std::runtime_error {
 constexpr int32_t kShardMagic = 20240520;      ///< header[0] of llm.c's GPT-2 (uint16) shards
 constexpr int32_t kShardVersion = 1;           ///< header[1]
 constexpr int64_t kShardHeaderBytes = 256 * 4; ///< 256 int32
-constexpr int64_t kGpt2VocabSize = 50257;      ///< assumed when no tokenizer.json is present
+constexpr int64_t kGpt2VocabSize = 50257;      ///< GPT-2 BPE's vocabulary (llm.c's FineWeb shards)
 
 /// One shard file, memory-mapped read-only for its lifetime. Move-only.
 class Shard {
@@ -62,44 +64,56 @@ class Shard {
   int64_t num_tokens_ = 0;
 };
 
-/// What tokenized the shards of one directory: tokenizer.json's content, or the GPT-2 assumption.
+/// What tokenized the shards of one directory: its tokenizer.json, or nothing known.
 struct TokenizerInfo {
-  std::string tokenizer = "gpt2";      ///< "gpt2" | "sentencepiece" | "bytes"
-  int64_t vocab_size = kGpt2VocabSize; ///< real vocabulary size (the model pads it, not this)
-  std::string model;                   ///< absolute path of the SentencePiece model, "" if none
+  std::string tokenizer = "unknown";   ///< "gpt2" | "sentencepiece" | "bytes"; "unknown": no tokenizer.json
+  int64_t vocab_size = 0;              ///< real vocabulary size (the model pads it, not this); 0 when unknown
+  std::string model;                   ///< path of the SentencePiece model, "" if none
   std::string source;                  ///< where the text came from (free text)
   int64_t eot = -1;                    ///< document separator id, -1 when unknown
-  std::string file;                    ///< the tokenizer.json read, "" when assumed
-  bool assumed = false;                ///< true: no tokenizer.json; GPT-2 assumed (llm.c shards)
-  std::string note;                    ///< a line for the trainer's log when assumed, else ""
+  std::string file;                    ///< the tokenizer.json read, "" when there is none
+  std::string dir;                     ///< the directory of the shards
+  bool assumed = false;                ///< true: no tokenizer.json; token ids are taken as they are
 };
 
-/// Reads `dir`/tokenizer.json. Absent: the GPT-2 assumption (assumed = true, with a note).
-/// Throws DataError naming the file when it is unreadable, not JSON, or lacks tokenizer/vocab_size.
+/// Reads `dir`/tokenizer.json; absent: the unknown tokenizer (assumed = true). Throws DataError
+/// naming the file when it is unreadable, not JSON, lacks tokenizer / vocab_size, or a field has the
+/// wrong type or range (vocab_size in 1..65536, eot in [0, vocab_size), model a string or null).
 TokenizerInfo read_tokenizer_info(const std::string& dir);
 
-/// Throws DataError unless info.vocab_size == model_vocab_size, naming both values and the file
-/// (or, when assumed, saying that GPT-2 was assumed for lack of tokenizer.json).
+/// Throws DataError unless info.vocab_size == model_vocab_size, naming both values and the file.
+/// Nothing to check for an unknown tokenizer: Shard::open checks every token against the model.
 void check_vocab(const TokenizerInfo& info, int64_t model_vocab_size);
+
+/// What differs between two tokenizers in what gives token ids their meaning (kind, vocab_size,
+/// eot, the SentencePiece model's bytes; not the free-text source or the file's place), "" when
+/// nothing does or either is unknown. Throws DataError naming a SentencePiece model that cannot be
+/// read for the comparison.
+std::string tokenizer_difference(const TokenizerInfo& a, const TokenizerInfo& b);
 
 /// The tokenizer of the shards `pattern` matches (the tokenizer.json of each matched directory; they
 /// must agree), without opening the shards, so a trainer can take the model's vocab_size from the
-/// data. Throws DataError naming the pattern when it matches nothing, or the files when they differ.
+/// data. Throws DataError naming the pattern when it matches nothing, or both files when they differ.
 TokenizerInfo tokenizer_for_pattern(const std::string& pattern);
 
 /// Every shard a glob(3) pattern matches, sorted by path, read as one concatenated token stream.
 /// Thread-safe to read from once opened (the mappings are read-only). Move-only.
 class ShardSet {
  public:
-  /// Expands `pattern`, reads the tokenizer.json of each matched directory (they must agree),
-  /// checks its vocab_size against `model_vocab_size` (check_vocab), then opens every shard with
-  /// tokens validated against model_vocab_size. Throws DataError: no match (naming the pattern),
-  /// tokenizer mismatch, or any Shard::open failure.
+  /// Expands `pattern`, reads the tokenizer.json of each matched directory (those present must
+  /// agree: tokenizer_difference), checks its vocab_size against `model_vocab_size` (check_vocab),
+  /// then opens every shard with tokens validated against model_vocab_size. Throws DataError: no
+  /// match (naming the pattern), tokenizer mismatch (naming both files), or any Shard::open failure.
   static ShardSet open(const std::string& pattern, int64_t model_vocab_size);
 
   const std::string& pattern() const { return pattern_; }
   const std::vector<Shard>& shards() const { return shards_; }
+  /// The tokenizer of the set: the first tokenizer.json found, else unknown (assumed).
   const TokenizerInfo& tokenizer() const { return tokenizer_; }
+  /// The tokenizer of each matched directory, in path order.
+  const std::vector<TokenizerInfo>& dir_tokenizers() const { return dir_tokenizers_; }
+  /// Lines for the log: what was assumed for each directory without tokenizer.json.
+  const std::vector<std::string>& notes() const { return notes_; }
   int64_t num_tokens() const { return total_; }
 
   /// Copies tokens [start, start + count) of the concatenated stream (may span shards) into `out`,
@@ -113,6 +127,8 @@ class ShardSet {
   std::vector<Shard> shards_;
   std::vector<int64_t> starts_;  ///< global offset of each shard's first token
   TokenizerInfo tokenizer_;
+  std::vector<TokenizerInfo> dir_tokenizers_;
+  std::vector<std::string> notes_;
   int64_t total_ = 0;
 };
 
@@ -120,12 +136,13 @@ class ShardSet {
 struct TrainValData {
   std::shared_ptr<const ShardSet> train;
   std::shared_ptr<const ShardSet> val;
-  std::vector<std::string> notes;  ///< lines for the trainer's log (e.g. the GPT-2 assumption)
+  std::vector<std::string> notes;  ///< lines for the trainer's log (directories without tokenizer.json)
 };
 
-/// Opens both sets with ShardSet::open and checks that they share one tokenizer, that no file is
-/// in both, and that no train file's name contains "val" (SPEC section 6: those are validation).
-/// Throws DataError naming the offending file or pattern.
+/// Opens both sets with ShardSet::open and checks that they share one tokenizer (every
+/// tokenizer.json present agrees, wherever it lies), that no file is in both, and that no train
+/// file's name contains "val" (SPEC section 6: those are validation). Throws DataError naming the
+/// offending file or pattern (both tokenizer.json files when they differ).
 TrainValData open_train_val(const std::string& train_pattern, const std::string& val_pattern,
                             int64_t model_vocab_size);
 

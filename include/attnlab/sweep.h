@@ -1,4 +1,4 @@
-// Sweeps (issue 4): one YAML names a base run config, a grid and an output root; it expands into
+// Sweeps: one YAML names a base run config, a grid and an output root; it expands into
 // runs with stable names, a manifest, and either local worker processes or a Slurm job array.
 // Every run is an ordinary `attnlab train --config <file> --set ...`, so a sweep adds nothing a
 // single run cannot reproduce. Format and workflow: docs/sweeps.md.
@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,6 +64,17 @@ struct SweepRun {
   std::string config_hash;             ///< config_hash(resolved), compared with final.json's
 };
 
+/// The name of one grid value in a run's variant: "<key>-<value>" with '/', ' ' and '\\' as '_'.
+std::string variant_part(const std::string& key, const std::string& value);
+/// A run's name: "<tier>/<arm>[/<variant>]/s<seed>" (the directory under the sweep's out).
+std::string sweep_run_name(const std::string& tier, const std::string& arm, const std::string& variant, uint64_t seed);
+/// The variant of the run directory `name` (relative to the sweep's out) when it has the form above
+/// for this tier, arm and seed; "" otherwise (a directory laid out by hand).
+std::string variant_of_run_name(const std::filesystem::path& name, const std::string& tier, const std::string& arm,
+                                uint64_t seed);
+/// `variant` without the part of grid key `key` (e.g. optim.weight_decay): runs that differ only there.
+std::string variant_without(const std::string& variant, const std::string& key);
+
 /// Expands the grid (the cartesian product, tier axis first in file order) into runs and resolves
 /// each run's config exactly as `attnlab train` will. Writes nothing outside a temporary directory.
 /// Throws SweepError on duplicate names, ConfigError (naming the run) on an invalid config.
@@ -81,6 +93,15 @@ nlohmann::json manifest_json(const SweepSpec& spec, const std::vector<SweepRun>&
                              const std::vector<RunState>& states, const std::filesystem::path& executable);
 void write_manifest(const SweepSpec& spec, const nlohmann::json& manifest);
 
+/// What the report needs of one manifest entry.
+struct ManifestEntry {
+  std::string name, tier, arm, variant, config_hash;
+  uint64_t seed = 0;
+};
+/// The runs <sweep_out>/manifest.json lists, in its order; std::nullopt when there is no manifest.
+/// Throws SweepError naming the file and key when it does not parse or an entry lacks a key.
+std::optional<std::vector<ManifestEntry>> read_manifest(const std::filesystem::path& sweep_out);
+
 /// Every run's state (inspect_run against its expected config hash).
 std::vector<RunState> inspect_runs(const std::vector<SweepRun>& runs);
 
@@ -88,6 +109,9 @@ struct SweepOptions {
   std::filesystem::path executable;  ///< the attnlab binary the workers run (the CLI: /proc/self/exe)
   int64_t workers = 0;               ///< concurrent runs; 0 = default_workers()
   int64_t gpus = 0;                  ///< > 0: worker slot k gets CUDA_VISIBLE_DEVICES = k-th device
+  /// > 1: each run is a data-parallel job of this many ranks (`train --nproc`, docs/distributed.md):
+  /// worker slot k gets the k-th disjoint set of gpus_per_run devices.
+  int64_t gpus_per_run = 1;
   std::function<void(const std::string&)> log;  ///< progress lines (default: spdlog info)
 };
 
@@ -100,8 +124,8 @@ struct SweepOutcome {
   int exit_code() const;  ///< 0 all done, 128 + signal when stopped, 1 when a run failed
 };
 
-/// max(1, cores / threads per run), or the GPU count when `gpus` > 0: workers that fit the machine.
-int64_t default_workers(const std::vector<SweepRun>& runs, int64_t gpus);
+/// max(1, cores / threads per run), or gpus / gpus_per_run when `gpus` > 0: workers that fit the machine.
+int64_t default_workers(const std::vector<SweepRun>& runs, int64_t gpus, int64_t gpus_per_run = 1);
 
 /// A sweep's remaining wall time in seconds, assuming each run takes `mean_run_seconds` (the mean of
 /// the runs finished so far in this invocation): the work left, `queued` runs plus what each active
@@ -120,10 +144,25 @@ double sweep_eta_seconds(double mean_run_seconds, int64_t queued, const std::vec
 /// Throws SweepError when `executable` does not exist or another sweep holds <out>/sweep.lock.
 SweepOutcome run_sweep(const SweepSpec& spec, const std::vector<SweepRun>& runs, const SweepOptions& options);
 
+/// Slurm's default MaxArraySize is 1001: an array's highest task index may be at most 1000.
+constexpr int64_t kSlurmMaxArrayIndex = 1000;
+
+/// The resources of each run's Slurm task.
+struct SlurmLayout {
+  /// 0: one process per run (GPUs through the sweep file's `slurm:` lines). > 0: a data-parallel job
+  /// of `gpus_per_node` ranks on each of `nodes` nodes, one srun task per GPU with torchrun's
+  /// variables set from Slurm's (docs/distributed.md).
+  int64_t gpus_per_node = 0;
+  int64_t nodes = 1;
+};
+
 /// Writes <out>/slurm/<name>.sbatch: a job array with one task per run (in manifest order) that runs
 /// the same `executable train ...` command, requeues itself when interrupted (--requeue, and a USR1
-/// sent before the time limit), and so resumes from the last checkpoint. Returns the script's path.
-std::filesystem::path emit_slurm(const SweepSpec& spec, const std::vector<SweepRun>& runs,
-                                 const std::filesystem::path& executable);
+/// sent before the time limit), and so resumes from the last checkpoint. A grid of more than
+/// kSlurmMaxArrayIndex + 1 runs is split into <name>.part<i>.sbatch files of at most 1000 tasks each
+/// (task k of part i runs run 1000 i + k). Returns the scripts' paths, in run order. Throws
+/// SweepError for an empty grid or a layout with nodes < 1 or gpus_per_node < 0.
+std::vector<std::filesystem::path> emit_slurm(const SweepSpec& spec, const std::vector<SweepRun>& runs,
+                                              const std::filesystem::path& executable, const SlurmLayout& layout = {});
 
 }  // namespace attnlab

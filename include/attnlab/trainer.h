@@ -1,10 +1,13 @@
-// One training run (issue 3): YAML config -> run directory with metrics.jsonl, checkpoints and
+// One training run: YAML config -> run directory with metrics.jsonl, checkpoints and
 // final.json. Every run is resumable (exactly, on the same build and device) and refuses to touch a
 // directory that belongs to another run.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -12,12 +15,23 @@
 
 namespace attnlab {
 
+class GPTImpl;
+namespace signals {
+class StopRequestScope;
+}
+
 struct TrainOptions {
   /// Start a new run from this checkpoint's full state (weights, optimizer, step, RNG), recording
-  /// it as the parent (issue 7's keep/remove-decay test). The run directory must be new.
+  /// it as the parent (the keep/remove-decay branch of docs/retention.md). The run directory must be new.
   std::optional<std::filesystem::path> branch_from;
   /// Stop after this many optimizer steps in this session (tests: interrupt a run); 0 = no limit.
   int64_t stop_after_steps = 0;
+  /// Data-parallel runs (docs/distributed.md): how long the rendezvous and any collective may wait
+  /// for the other ranks before the job ends with an error instead of hanging.
+  std::chrono::milliseconds collective_timeout{std::chrono::minutes(10)};
+  /// Tests: called with the model and the 0-based step once its gradients are accumulated, before
+  /// they are checked, clipped and applied (to plant a non-finite gradient or weight).
+  std::function<void(GPTImpl& model, int64_t step)> after_backward;
 };
 
 enum class TrainStatus {
@@ -39,9 +53,27 @@ struct TrainError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Catches SIGINT and SIGTERM from construction to destruction, so that one arriving while a run
+/// starts (reading its config, opening data, loading a checkpoint) stops it the way one during
+/// training does: train() returns TrainStatus::interrupted before its first step. train() holds one
+/// itself; the train command opens one first thing, before reading the config. Scopes nest.
+class StopSignalScope {
+ public:
+  StopSignalScope();
+  ~StopSignalScope();
+  StopSignalScope(const StopSignalScope&) = delete;
+  StopSignalScope& operator=(const StopSignalScope&) = delete;
+
+ private:
+  std::unique_ptr<signals::StopRequestScope> scope_;
+};
+
 /// Trains `cfg` into cfg.out_dir: resumes from the newest good checkpoint there (refusing a config
 /// that differs in anything but train.max_steps / train.token_budget, listing the keys), or starts
-/// fresh. A finished run returns at once. Throws TrainError, ConfigError, DataError, CheckpointError.
+/// fresh. A finished run returns at once. When the torchrun environment names a job, this process
+/// trains as one of its ranks (docs/distributed.md): rank 0 alone writes the run directory, and the
+/// numbers are those of one process. Throws TrainError, ConfigError, DataError, CheckpointError,
+/// dist::DistributedError.
 TrainResult train(const RunConfig& cfg, const TrainOptions& options = {});
 
 }  // namespace attnlab

@@ -1,4 +1,4 @@
-// `attnlab report <sweep dir> --wd` (issue 7, SPEC section 5 "weight-decay sweep", paper 003): when
+// `attnlab report <sweep dir> --wd` (SPEC section 5 "weight-decay sweep", paper 003): when
 // and how high the largest activation peaks as a function of the weight-decay coefficient lambda.
 //
 // Per run, from its metrics.jsonl {"type": "activations"} records (config track.activations.every):

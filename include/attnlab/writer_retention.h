@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "attnlab/batch_sampler.h"
 #include "attnlab/checkpoint.h"
 #include "attnlab/model.h"
+#include "attnlab/trained_run.h"
 
 namespace attnlab {
 
@@ -67,5 +69,10 @@ struct RetentionResult {
 /// state that holds a step but not both moments of a writer. A writer AdamW never stepped has no G_pre.
 RetentionResult writer_retention(GPTImpl& model, const std::vector<Batch>& batches,
                                  const LoadedCheckpoint* optimizer, const RetentionOptions& options);
+
+/// The files of `attnlab retention`: retention.json (provenance, definitions, every row),
+/// retention.md, retention_weights.csv and retention_biases.csv, by name.
+std::map<std::string, std::string> retention_files(const RetentionResult& result, const RetentionOptions& options,
+                                                   const Provenance& provenance);
 
 }  // namespace attnlab

@@ -6,13 +6,13 @@
 
 #include "common/csv_table.h"
 #include "attnlab/activation_report.h"
-#include "attnlab/checkpoint.h"
 #include "attnlab/progress.h"
+#include "attnlab/run_dir.h"
+#include "common/json_number.h"
 
 namespace attnlab {
 namespace {
 
-nlohmann::json number_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
 
 SeedOverlap overlap(const RunActivations& a, const RunActivations& b, int64_t top_k) {
   SeedOverlap o{a.tier, a.arm, a.seed, b.seed, {}};
@@ -48,7 +48,7 @@ nlohmann::json run_json(const RunActivations& run) {
   for (size_t l = 0; l < run.lock_in.size(); ++l) {
     lock_in.push_back(run.lock_in[l] ? nlohmann::json(*run.lock_in[l]) : nlohmann::json());
     nlohmann::json per_ckpt = nlohmann::json::array();
-    for (double r : run.spearman_final[l]) per_ckpt.push_back(number_or_null(r));
+    for (double r : run.spearman_final[l]) per_ckpt.push_back(json_number(r));
     rho.push_back(per_ckpt);
   }
   return {{"dir", run.dir.string()}, {"tier", run.tier},         {"arm", run.arm},
@@ -78,7 +78,7 @@ ActivationsReport activations_report(const std::vector<std::filesystem::path>& r
   ActivationsReport report;
   report.options = options;
   if (options.progress)
-    for (const auto& dir : run_dirs) options.progress->add_total(int64_t(list_checkpoints(dir).size()));
+    for (const auto& dir : run_dirs) options.progress->add_total(int64_t(RunDir(dir).checkpoints().size()));
   for (const auto& dir : run_dirs) report.runs.push_back(scan_run(dir, options));
   for (size_t i = 0; i < report.runs.size(); ++i)
     for (size_t j = i + 1; j < report.runs.size(); ++j) {
@@ -94,7 +94,7 @@ nlohmann::json activations_json(const ActivationsReport& report) {
   for (const auto& o : report.overlaps)
     overlaps.push_back({{"tier", o.tier}, {"arm", o.arm}, {"seeds", {o.seed_a, o.seed_b}}, {"jaccard", o.jaccard}});
   const auto& opt = report.options;
-  return {{"layer_convention", "residual stream after block l, before the final LayerNorm; l = 0 is the embedding output"},
+  return {{"layer_convention", kLayerConvention},
           {"sink_state", "position 0 of probe sequence 0 (the learned token for sink_token)"},
           {"probe_sequences", opt.sequences},
           {"top_k", opt.top_k},

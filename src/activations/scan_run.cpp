@@ -7,27 +7,14 @@
 #include <nlohmann/json.hpp>
 
 #include "attnlab/activation_report.h"
-#include "attnlab/batch_sampler.h"
-#include "attnlab/checkpoint.h"
 #include "attnlab/model.h"
 #include "attnlab/progress.h"
-#include "attnlab/run_config.h"
-#include "attnlab/shards.h"
+#include "attnlab/run_dir.h"
+#include "attnlab/trained_run.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;
 namespace {
-
-// The run's first `sequences` validation sequences at its own seq_len: the probe of every checkpoint.
-at::Tensor probe_batch(const RunConfig& cfg, const ActivationScanOptions& options) {
-  const std::string glob = options.val.empty() ? cfg.data.val : options.val;
-  auto shards = std::make_shared<const ShardSet>(ShardSet::open(glob, cfg.model.vocab_size));
-  ValidationSet val(shards, cfg.train.seq_len, 0);
-  if (options.sequences > val.num_sequences())
-    throw std::invalid_argument("--sequences " + std::to_string(options.sequences) + " exceeds the " +
-                                std::to_string(val.num_sequences()) + " validation sequences of " + glob);
-  return val.sequences(0, options.sequences).x;
-}
 
 // The layer with the largest peak max |x_c| (lowest on ties).
 int64_t loudest_layer(const ActivationCapture& c) {
@@ -58,29 +45,31 @@ void compare_with_final(RunActivations& run) {
 }  // namespace
 
 RunActivations scan_run(const fs::path& run_dir, const ActivationScanOptions& options) {
-  const auto checkpoints = list_checkpoints(run_dir);
+  const auto checkpoints = RunDir(run_dir).checkpoints();
   if (checkpoints.empty()) throw std::runtime_error(run_dir.string() + ": no checkpoints (is it a run directory?)");
   RunActivations run;
   run.dir = run_dir;
-  at::Tensor probe;
+  at::Tensor probe;  // the run's first `sequences` validation sequences at its own seq_len: every checkpoint's
   CaptureOptions capture_options{options.top_k, options.massive, -1};
+  OpenOptions open;
+  open.tokens.data = options.val;
+  open.tokens.sequences = open.tokens.batch_size = options.sequences;
   for (const auto& info : checkpoints) {
-    auto loaded = load_model(info.dir);
+    auto trained = open_trained(info.dir, open);
     if (!probe.defined()) {
-      const auto cfg = run_config_from_json(loaded.config);
+      const auto& cfg = trained.run_config();
       run.tier = cfg.tier, run.arm = cfg.model.arm, run.seed = cfg.seed, run.weight_decay = cfg.optim.weight_decay;
       if (options.layer < -1 || options.layer > cfg.model.n_layer)
         throw std::invalid_argument("--layer " + std::to_string(options.layer) + " is outside 0.." +
                                     std::to_string(cfg.model.n_layer) + " (" + run_dir.string() + ")");
-      probe = probe_batch(cfg, options);
+      probe = trained.batches.front().x;
     }
-    loaded.model->eval();
-    run.checkpoints.push_back({loaded.step, capture_activations(*loaded.model, probe, capture_options)});
+    run.checkpoints.push_back({trained.provenance.step, capture_activations(*trained.model, probe, capture_options)});
     if (options.progress) options.progress->advance();
     if (&info == &checkpoints.back()) {
       run.layer = options.layer >= 0 ? options.layer : loudest_layer(run.checkpoints.back().capture);
       capture_options.tokens_layer = run.layer;
-      run.final_tokens = capture_activations(*loaded.model, probe, capture_options);
+      run.final_tokens = capture_activations(*trained.model, probe, capture_options);
     }
   }
   compare_with_final(run);

@@ -7,11 +7,13 @@
 
 namespace attnlab {
 
-const std::vector<ArmSpec>& all_arms() {
+namespace {
+
+std::vector<ArmSpec>& registry() {
   using S = SinkKind;
   using G = GateKind;
   using P = GateSlot;
-  static const std::vector<ArmSpec> arms = {
+  static std::vector<ArmSpec> arms = {
       {"baseline", "plain causal softmax", S::none, G::none, P::value, false},
       {"off_by_one", "softmax denominator + 1 (sink logit frozen at 0)", S::fixed_zero, G::none,
        P::value, false},
@@ -28,6 +30,17 @@ const std::vector<ArmSpec>& all_arms() {
       {"combo2", "sink logit + projection gate", S::learned, G::projection, P::value, false},
   };
   return arms;
+}
+
+}  // namespace
+
+const std::vector<ArmSpec>& all_arms() { return registry(); }
+
+void register_arm(const ArmSpec& arm) {
+  if (arm.name.empty()) throw std::invalid_argument("register_arm: an arm needs a name");
+  for (const auto& a : registry())
+    if (a.name == arm.name) throw std::invalid_argument("register_arm: an arm called '" + arm.name + "' exists");
+  registry().push_back(arm);
 }
 
 const ArmSpec& arm_by_name(const std::string& name) {

@@ -21,7 +21,7 @@ void log_cuda_fallback_once() {
   static std::once_flag once;
   std::call_once(once, [] {
     spdlog::warn("attention backend auto: using the reference on CUDA; the fused CUDA kernels await a recorded GPU "
-                 "parity run (docs/benchmarks.md, issue 5)");
+                 "parity run (docs/benchmarks.md)");
   });
 }
 

@@ -1,5 +1,5 @@
 // Composed-op reference of the shared attention form (SPEC section 1). Short on purpose: it is the
-// oracle, read against SPEC.md line by line.
+// oracle, read against docs/arms.md line by line.
 #include <cmath>
 #include <limits>
 #include <stdexcept>

@@ -1,10 +1,14 @@
 #include "checkpoint/adamw_state.h"
 
+#include <algorithm>
+#include <cmath>
+#include <set>
 #include <unordered_map>
 
 #include <ATen/ATen.h>
 
 #include "attnlab/checkpoint_error.h"
+#include "checkpoint/state_json.h"
 
 namespace attnlab::detail {
 namespace {
@@ -52,6 +56,11 @@ void check_groups(const json& saved, const torch::optim::AdamW& opt,
         !saved[g]["lr"].is_number()) {
       throw CheckpointError(file, "parameter group " + std::to_string(g) + " lacks params or lr");
     }
+    const double lr = saved[g]["lr"].get<double>();
+    if (!std::isfinite(lr) || lr < 0) {
+      throw CheckpointError(file, "parameter group " + std::to_string(g) + " has lr " + saved[g]["lr"].dump() +
+                                      ", not a finite learning rate >= 0");
+    }
     if (saved[g]["params"] != group_names(opt.param_groups()[g], names, file)) {
       throw CheckpointError(file, "parameter group " + std::to_string(g) +
                                       " holds other parameters than the optimizer's: " + saved[g]["params"].dump());
@@ -59,22 +68,81 @@ void check_groups(const json& saved, const torch::optim::AdamW& opt,
   }
 }
 
-/// A copy of the saved tensor `key` on the parameter's device and dtype (a copy, so stepping the
-/// optimizer never writes into the loaded checkpoint).
-at::Tensor moment(const TensorMap& tensors, const std::string& key, const at::Tensor& param,
-                  const fs::path& file) {
+/// The saved tensor `key`, checked to fit `param` (same shape and dtype) and to be a moment AdamW
+/// could have produced: finite, and >= 0 for a second moment.
+at::Tensor saved_moment(const TensorMap& tensors, const std::string& key, const at::Tensor& param, bool second_moment,
+                        const fs::path& file) {
   const auto it = tensors.find(key);
   if (it == tensors.end()) throw CheckpointError(file, "missing tensor '" + key + "'");
-  if (!it->second.sizes().equals(param.sizes())) {
-    throw CheckpointError(file, "tensor '" + key + "' has shape " + c10::str(it->second.sizes()) +
-                                    ", the parameter " + c10::str(param.sizes()));
+  const at::Tensor& t = it->second;
+  if (!t.sizes().equals(param.sizes())) {
+    throw CheckpointError(
+        file, "tensor '" + key + "' has shape " + c10::str(t.sizes()) + ", the parameter " + c10::str(param.sizes()));
   }
-  return it->second.to(param.options(), /*non_blocking=*/false, /*copy=*/true);
+  if (t.scalar_type() != param.scalar_type()) {
+    throw CheckpointError(file, "tensor '" + key + "' is " + safetensors_dtype(t.scalar_type(), file) +
+                                    ", the parameter " + safetensors_dtype(param.scalar_type(), file));
+  }
+  if (!at::isfinite(t).all().item<bool>()) throw CheckpointError(file, "tensor '" + key + "' holds NaN or infinity");
+  if (second_moment && (t < 0).any().item<bool>()) {
+    throw CheckpointError(file, "tensor '" + key + "' holds negative values (a second moment cannot)");
+  }
+  return t;
 }
 
-int64_t step_of(const at::Tensor& t, const std::string& key, const fs::path& file) {
-  if (t.scalar_type() != at::kLong || t.numel() != 1) throw CheckpointError(file, "'" + key + "' is not an I64 scalar");
-  return t.item<int64_t>();
+/// AdamW's step count t of one parameter: an I64 scalar >= 1 (its bias corrections divide by 1 - beta^t).
+int64_t saved_step(const at::Tensor& t, const std::string& key, const fs::path& file) {
+  if (t.scalar_type() != at::kLong || t.dim() != 0) throw CheckpointError(file, "'" + key + "' is not an I64 scalar");
+  const int64_t step = t.item<int64_t>();
+  if (step < 1) throw CheckpointError(file, "'" + key + "' is " + std::to_string(step) + ", not a step count >= 1");
+  return step;
+}
+
+/// One parameter's saved AdamW state, checked.
+struct ParamState {
+  at::Tensor param;
+  int64_t step = 0;
+  at::Tensor exp_avg, exp_avg_sq, max_exp_avg_sq;  // max_exp_avg_sq undefined without amsgrad
+};
+
+/// Every parameter's saved state, checked against `model` and `opt` (check_adamw_state's rules).
+std::vector<ParamState> checked_states(const AdamWTensors& saved, const GPTImpl& model, const torch::optim::AdamW& opt,
+                                       const fs::path& file) {
+  check_groups(saved.groups, opt, names_by_impl(model), file);
+  std::unordered_map<std::string, bool> amsgrad;  // by parameter name
+  for (size_t g = 0; g < opt.param_groups().size(); ++g) {
+    const auto& o = static_cast<const AdamWOptions&>(opt.param_groups()[g].options());
+    for (const auto& name : saved.groups[g]["params"]) amsgrad[name.get<std::string>()] = o.amsgrad();
+  }
+  std::set<std::string> used;
+  std::vector<ParamState> states;
+  for (const auto& item : model.named_parameters()) {
+    const std::string& name = item.key();
+    const auto step = saved.tensors.find("step." + name);
+    if (step == saved.tensors.end()) continue;  // never stepped in the saved run
+    ParamState s{item.value(), saved_step(step->second, step->first, file)};
+    s.exp_avg = saved_moment(saved.tensors, "exp_avg." + name, s.param, false, file);
+    s.exp_avg_sq = saved_moment(saved.tensors, "exp_avg_sq." + name, s.param, true, file);
+    used.insert({"step." + name, "exp_avg." + name, "exp_avg_sq." + name});
+    if (saved.tensors.count("max_exp_avg_sq." + name) || amsgrad[name]) {
+      s.max_exp_avg_sq = saved_moment(saved.tensors, "max_exp_avg_sq." + name, s.param, true, file);
+      used.insert("max_exp_avg_sq." + name);
+    }
+    states.push_back(std::move(s));
+  }
+  std::vector<std::string> unused;
+  for (const auto& [key, tensor] : saved.tensors)
+    if (!used.count(key)) unused.push_back(key);
+  if (!unused.empty()) {
+    throw CheckpointError(file, std::to_string(unused.size()) +
+                                    " optimizer tensors name no parameter of this model: " + quoted_names(unused));
+  }
+  return states;
+}
+
+/// A copy on the parameter's device (a copy, so stepping never writes into the loaded checkpoint).
+at::Tensor on_device_of(const at::Tensor& saved, const at::Tensor& param) {
+  return saved.to(param.options(), /*non_blocking=*/false, /*copy=*/true);
 }
 
 }  // namespace
@@ -98,37 +166,22 @@ AdamWTensors adamw_state(const GPTImpl& model, const torch::optim::AdamW& opt, c
   return out;
 }
 
+void check_adamw_state(const AdamWTensors& saved, const GPTImpl& model, const torch::optim::AdamW& opt,
+                       const fs::path& file) {
+  checked_states(saved, model, opt, file);
+}
+
 void restore_adamw_state(const AdamWTensors& saved, const GPTImpl& model, torch::optim::AdamW& opt,
                          const fs::path& file) {
-  const auto names = names_by_impl(model);
-  check_groups(saved.groups, opt, names, file);
-  size_t used = 0;
-  std::unordered_map<std::string, bool> amsgrad;  // by parameter name
-  for (size_t g = 0; g < opt.param_groups().size(); ++g) {
-    const auto& o = static_cast<const AdamWOptions&>(opt.param_groups()[g].options());
-    for (const auto& name : saved.groups[g]["params"]) amsgrad[name.get<std::string>()] = o.amsgrad();
-  }
   // Built aside first, so a bad checkpoint leaves `opt` as it was.
   std::vector<std::pair<void*, std::unique_ptr<AdamWParamState>>> states;
-  for (const auto& item : model.named_parameters()) {
-    const std::string& name = item.key();
-    const auto step = saved.tensors.find("step." + name);
-    if (step == saved.tensors.end()) continue;
-    const at::Tensor& p = item.value();
+  for (const auto& s : checked_states(saved, model, opt, file)) {
     auto state = std::make_unique<AdamWParamState>();
-    state->step(step_of(step->second, step->first, file));
-    state->exp_avg(moment(saved.tensors, "exp_avg." + name, p, file));
-    state->exp_avg_sq(moment(saved.tensors, "exp_avg_sq." + name, p, file));
-    used += 3;
-    if (saved.tensors.count("max_exp_avg_sq." + name) || amsgrad[name]) {
-      state->max_exp_avg_sq(moment(saved.tensors, "max_exp_avg_sq." + name, p, file));
-      ++used;
-    }
-    states.emplace_back(p.unsafeGetTensorImpl(), std::move(state));
-  }
-  if (used != saved.tensors.size()) {
-    throw CheckpointError(file, std::to_string(saved.tensors.size() - used) +
-                                    " optimizer tensors name no parameter of this model");
+    state->step(s.step);
+    state->exp_avg(on_device_of(s.exp_avg, s.param));
+    state->exp_avg_sq(on_device_of(s.exp_avg_sq, s.param));
+    if (s.max_exp_avg_sq.defined()) state->max_exp_avg_sq(on_device_of(s.max_exp_avg_sq, s.param));
+    states.emplace_back(s.param.unsafeGetTensorImpl(), std::move(state));
   }
   opt.state().clear();  // a parameter without saved state starts fresh, as it did in the saved run
   for (auto& [impl, state] : states) opt.state()[impl] = std::move(state);

@@ -25,8 +25,14 @@ struct AdamWTensors {
 AdamWTensors adamw_state(const GPTImpl& model, const torch::optim::AdamW& opt,
                          const std::filesystem::path& file);
 
-/// Replaces `opt`'s state with `saved` and sets each group's lr. Throws CheckpointError naming
-/// `file` when the groups' parameter names, a tensor's shape or a needed tensor differ.
+/// Throws the CheckpointError (naming `file`) that restore_adamw_state would throw, changing
+/// nothing: groups (parameter names, a finite lr >= 0), every tensor's name, shape and dtype (the
+/// parameter's; I64 scalar >= 1 for a step), finite moments, exp_avg_sq and max_exp_avg_sq >= 0,
+/// no tensor left over (the first few are named).
+void check_adamw_state(const AdamWTensors& saved, const GPTImpl& model, const torch::optim::AdamW& opt,
+                       const std::filesystem::path& file);
+
+/// check_adamw_state, then replaces `opt`'s state with `saved` and sets each group's lr.
 void restore_adamw_state(const AdamWTensors& saved, const GPTImpl& model, torch::optim::AdamW& opt,
                          const std::filesystem::path& file);
 

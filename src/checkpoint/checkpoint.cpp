@@ -3,14 +3,15 @@
 
 #include <cerrno>
 #include <cstring>
+#include <set>
 
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
 #include "attnlab/version.h"
 #include "checkpoint/adamw_state.h"
-#include "checkpoint/durable_file.h"
-#include "checkpoint/posix_fs.h"
+#include "common/durable_file.h"
+#include "checkpoint/file_ops.h"
 #include "checkpoint/sha256.h"
 #include "checkpoint/state_json.h"
 
@@ -52,25 +53,60 @@ json file_record(const fs::path& file) {
   return {{"sha256", detail::sha256_file(file)}, {"bytes", *bytes}};
 }
 
-void write_files(const fs::path& dir, const GPTImpl& model, const torch::optim::AdamW& opt,
-                 const TrainState& state) {
-  TensorMap weights;
-  for (const auto& item : model.named_parameters()) weights[item.key()] = item.value();
-  const std::string step = std::to_string(state.step);
-  write_safetensors(dir / kModelFile, weights,
-                    {{"format", "pt"},
-                     {kMetaModel, detail::model_config_to_json(model.config()).dump()},
-                     {kMetaConfig, state.config.dump()},
-                     {kMetaStep, step}});
-  const auto adamw = detail::adamw_state(model, opt, dir / kOptimizerFile);
-  write_safetensors(dir / kOptimizerFile, adamw.tensors,
-                    {{"format", "pt"}, {kMetaGroups, adamw.groups.dump()}, {kMetaStep, step}});
+/// A checkpoint holds finite numbers only: a diverged model is never saved as a good one.
+void refuse_non_finite(const TensorMap& tensors, const fs::path& file) {
+  for (const auto& [name, t] : tensors) {
+    if (at::isFloatingType(t.scalar_type()) && !at::isfinite(t).all().item<bool>()) {
+      throw CheckpointError(file, "tensor '" + name +
+                                      "' holds NaN or infinity; refusing to save it (the model has "
+                                      "diverged; nothing was written, the checkpoints already saved are kept)");
+    }
+  }
+}
 
-  detail::StateFile s{state, model.config(), json::object()};
+/// What a checkpoint of `model` and `opt` holds, refused when not finite; files are named as they
+/// will be under `final_dir`.
+struct Tensors {
+  TensorMap weights;
+  detail::AdamWTensors adamw;
+};
+
+Tensors gather(const GPTImpl& model, const torch::optim::AdamW& opt, const fs::path& final_dir) {
+  Tensors out;
+  for (const auto& item : model.named_parameters()) out.weights[item.key()] = item.value();
+  out.adamw = detail::adamw_state(model, opt, final_dir / kOptimizerFile);
+  refuse_non_finite(out.weights, final_dir / kModelFile);
+  refuse_non_finite(out.adamw.tensors, final_dir / kOptimizerFile);
+  return out;
+}
+
+/// JSON text for `file`; a string that is not UTF-8 (JSON cannot hold it) is a CheckpointError.
+std::string dump_for(const json& j, const fs::path& file, int indent = -1) {
+  try {
+    return j.dump(indent);
+  } catch (const json::exception& e) {
+    throw CheckpointError(file, std::string("cannot encode as JSON: ") + e.what());
+  }
+}
+
+void write_files(const fs::path& dir, const Tensors& tensors, const ModelConfig& model, const TrainState& state) {
+  const std::string step = std::to_string(state.step);
+  write_safetensors(dir / kModelFile, tensors.weights,
+                    {{"format", "pt"},
+                     {kMetaModel, dump_for(detail::model_config_to_json(model), dir / kModelFile)},
+                     {kMetaConfig, dump_for(state.config, dir / kModelFile)},
+                     {kMetaStep, step}});
+  write_safetensors(
+      dir / kOptimizerFile, tensors.adamw.tensors,
+      {{"format", "pt"}, {kMetaGroups, dump_for(tensors.adamw.groups, dir / kOptimizerFile)}, {kMetaStep, step}});
+
+  detail::StateFile s{state, model, json::object()};
   s.state.git_revision = git_revision();
   s.state.rng = capture_rng_states();
   for (const char* name : {kModelFile, kOptimizerFile}) s.files[name] = file_record(dir / name);
-  detail::write_file_durably(dir / kStateFile, detail::state_file_to_json(s).dump(2) + "\n");
+  const std::string text = dump_for(detail::state_file_to_json(s), dir / kStateFile, 2) + "\n";
+  detail::write_file_durably(dir / kStateFile, text);
+  detail::write_file_durably(dir / detail::kStateChecksumFile, detail::state_checksum_line(text));
 }
 
 /// Renames the finished `tmp` to `final_dir`, replacing an older checkpoint of the same step
@@ -131,37 +167,72 @@ void check_same_model(const LoadedCheckpoint& ckpt, const GPTImpl& model) {
   }
 }
 
-/// Throws unless the weights hold exactly the model's parameter names with their shapes.
-void check_weights(const LoadedCheckpoint& ckpt, const GPTImpl& model) {
-  const fs::path file = ckpt.dir / kModelFile;
-  size_t matched = 0;
+/// Throws unless the weights hold exactly the model's parameter names, each with its parameter's
+/// shape and dtype and only finite values.
+void check_weights(const LoadedCheckpoint& ckpt, const GPTImpl& model, const fs::path& file) {
+  std::set<std::string> names;
   for (const auto& item : model.named_parameters()) {
+    const at::Tensor& param = item.value();
     const auto it = ckpt.weights.find(item.key());
     if (it == ckpt.weights.end()) throw CheckpointError(file, "has no tensor '" + item.key() + "'");
-    if (!it->second.sizes().equals(item.value().sizes())) {
-      throw CheckpointError(file, "tensor '" + item.key() + "' has shape " + c10::str(it->second.sizes()) +
-                                      ", the model's " + c10::str(item.value().sizes()));
+    const at::Tensor& w = it->second;
+    if (!w.sizes().equals(param.sizes())) {
+      throw CheckpointError(file, "tensor '" + item.key() + "' has shape " + c10::str(w.sizes()) + ", the model's " +
+                                      c10::str(param.sizes()));
     }
-    ++matched;
+    if (w.scalar_type() != param.scalar_type()) {
+      throw CheckpointError(file, "tensor '" + item.key() + "' is " + safetensors_dtype(w.scalar_type(), file) +
+                                      ", the model's parameter " + safetensors_dtype(param.scalar_type(), file));
+    }
+    if (!at::isfinite(w).all().item<bool>())
+      throw CheckpointError(file, "tensor '" + item.key() + "' holds NaN or infinity");
+    names.insert(item.key());
   }
-  if (matched != ckpt.weights.size()) {
-    throw CheckpointError(file, std::to_string(ckpt.weights.size() - matched) + " tensors name no model parameter");
+  std::vector<std::string> extra;
+  for (const auto& [name, w] : ckpt.weights)
+    if (!names.count(name)) extra.push_back(name);
+  if (!extra.empty()) {
+    throw CheckpointError(file, std::to_string(extra.size()) +
+                                    " tensors name no parameter of this model: " + detail::quoted_names(extra));
   }
 }
 
+/// check_same_model + check_weights (naming `file`, where the weights came from), then the copy.
+void restore_weights(const LoadedCheckpoint& ckpt, GPTImpl& model, const fs::path& file) {
+  check_same_model(ckpt, model);
+  check_weights(ckpt, model, file);
+  torch::NoGradGuard no_grad;
+  for (auto& item : model.named_parameters()) item.value().copy_(ckpt.weights.at(item.key()));
+}
+
+fs::path optimizer_loaded(const LoadedCheckpoint& ckpt, const fs::path& file) {
+  if (ckpt.optimizer_groups.empty())
+    throw CheckpointError(file, "was not loaded (load_checkpoint without the optimizer)");
+  return file;
+}
+
+/// `source` is the checkpoint directory, or the file the weights came from.
 LoadedModel model_from(const LoadedCheckpoint& ckpt, const fs::path& source) {
   LoadedModel out;
   out.model = GPT(ckpt.model_config);
-  restore_model(ckpt, *out.model);
+  restore_weights(ckpt, *out.model, detail::is_dir(source) ? source / kModelFile : source);
   out.model->eval();
   out.model_config = ckpt.model_config;
   out.config = ckpt.state.config;
+  out.extra = ckpt.state.extra;
   out.step = ckpt.state.step;
   out.source = source;
   return out;
 }
 
-/// A lone model.safetensors: its metadata stands in for state.json.
+/// The step in a model.safetensors' metadata: decimal digits.
+int64_t metadata_step(const std::string& text, const fs::path& file) {
+  const int64_t step = detail::step_of_dir_name("step_" + text);
+  if (step < 0) throw CheckpointError(file, std::string("metadata ") + kMetaStep + " is \"" + text + "\", not a step");
+  return step;
+}
+
+/// A lone model.safetensors: its metadata stands in for state.json (nothing records its checksum).
 LoadedModel model_from_file(const fs::path& file) {
   SafetensorsContents contents = read_safetensors(file);
   const auto& meta = contents.metadata;
@@ -171,10 +242,10 @@ LoadedModel model_from_file(const fs::path& file) {
   try {
     ckpt.model_config = detail::model_config_from_json(json::parse(meta.at(kMetaModel)), file);
     if (meta.count(kMetaConfig)) ckpt.state.config = json::parse(meta.at(kMetaConfig));
-    if (meta.count(kMetaStep)) ckpt.state.step = std::stoll(meta.at(kMetaStep));
-  } catch (const std::exception& e) {  // json::parse_error, std::invalid_argument of stoll
+  } catch (const json::parse_error& e) {
     throw CheckpointError(file, std::string("bad attnlab metadata: ") + e.what());
   }
+  if (meta.count(kMetaStep)) ckpt.state.step = metadata_step(meta.at(kMetaStep), file);
   ckpt.weights = std::move(contents.tensors);
   return model_from(ckpt, file);
 }
@@ -184,13 +255,15 @@ LoadedModel model_from_file(const fs::path& file) {
 fs::path save_checkpoint(const fs::path& run_dir, const GPTImpl& model, const torch::optim::AdamW& opt,
                          const TrainState& state, const RetentionPolicy& policy) {
   if (policy.keep_last < 1) throw std::invalid_argument("checkpoint retention: keep_last must be at least 1");
+  const fs::path final_dir = checkpoint_dir(run_dir, state.step);
+  detail::check_train_state(state, final_dir / kStateFile);  // never write what the reader refuses
+  const Tensors tensors = gather(model, opt, final_dir);
   const fs::path root = make_checkpoints_root(run_dir);
   remove_hidden_leftovers(root);
-  const fs::path final_dir = checkpoint_dir(run_dir, state.step);
   const fs::path tmp = root / (".tmp." + final_dir.filename().string());
   detail::make_directories(tmp);
   try {
-    write_files(tmp, model, opt, state);
+    write_files(tmp, tensors, model.config(), state);
     detail::fsync_directory(tmp);
   } catch (...) {
     detail::remove_tree(tmp);  // nothing half-written stays behind
@@ -217,37 +290,47 @@ LoadedCheckpoint load_checkpoint(const fs::path& ckpt_dir, bool with_optimizer) 
 }
 
 std::optional<LoadedCheckpoint> load_latest(const fs::path& run_dir, std::vector<std::string>* warnings,
-                                            bool with_optimizer) {
+                                            bool with_optimizer, const CheckpointCheck& check) {
   const auto all = list_checkpoints(run_dir);
   if (all.empty()) return std::nullopt;
+  std::string newest_problem;
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     try {
-      return load_checkpoint(it->dir, with_optimizer);
+      LoadedCheckpoint ckpt = load_checkpoint(it->dir, with_optimizer);
+      if (check) check(ckpt);
+      return ckpt;
     } catch (const CheckpointError& e) {
+      if (newest_problem.empty()) newest_problem = e.what();
       const std::string message = "skipping checkpoint " + it->dir.string() + " (" + e.what() +
                                   "); falling back to the previous one";
       spdlog::warn("{}", message);
       if (warnings != nullptr) warnings->push_back(message);
     }
   }
-  throw CheckpointError(run_dir, "none of its " + std::to_string(all.size()) +
-                                     " checkpoints is readable (each one's problem was logged)");
+  throw CheckpointError(run_dir,
+                        "none of its " + std::to_string(all.size()) +
+                            " checkpoints can be used (each one's problem was logged); the newest: " + newest_problem);
+}
+
+void check_restorable(const LoadedCheckpoint& ckpt, const GPTImpl& model, const torch::optim::AdamW& opt) {
+  check_same_model(ckpt, model);
+  check_weights(ckpt, model, ckpt.dir / kModelFile);
+  const fs::path file = optimizer_loaded(ckpt, ckpt.dir / kOptimizerFile);
+  detail::check_adamw_state({ckpt.optimizer, ckpt.optimizer_groups}, model, opt, file);
+  check_rng_states(ckpt.state.rng, ckpt.dir / kStateFile);
 }
 
 void restore_model(const LoadedCheckpoint& ckpt, GPTImpl& model) {
-  check_same_model(ckpt, model);
-  check_weights(ckpt, model);
-  torch::NoGradGuard no_grad;
-  for (auto& item : model.named_parameters()) item.value().copy_(ckpt.weights.at(item.key()));
+  restore_weights(ckpt, model, ckpt.dir / kModelFile);
 }
 
 void restore_optimizer(const LoadedCheckpoint& ckpt, const GPTImpl& model, torch::optim::AdamW& opt) {
-  const fs::path file = ckpt.dir / kOptimizerFile;
-  if (ckpt.optimizer_groups.empty()) throw CheckpointError(file, "was not loaded (load_checkpoint without the optimizer)");
+  const fs::path file = optimizer_loaded(ckpt, ckpt.dir / kOptimizerFile);
   detail::restore_adamw_state({ckpt.optimizer, ckpt.optimizer_groups}, model, opt, file);
 }
 
 void restore(const LoadedCheckpoint& ckpt, GPTImpl& model, torch::optim::AdamW& opt) {
+  check_restorable(ckpt, model, opt);  // first, so a refused checkpoint changes nothing
   restore_model(ckpt, model);
   restore_optimizer(ckpt, model, opt);
   restore_rng_states(ckpt.state.rng, ckpt.dir / kStateFile);
@@ -255,14 +338,19 @@ void restore(const LoadedCheckpoint& ckpt, GPTImpl& model, torch::optim::AdamW& 
 
 LoadedModel load_model(const fs::path& path, std::vector<std::string>* warnings) {
   if (detail::is_file(path)) {
-    if (path.filename() == kStateFile) return model_from(load_checkpoint(path.parent_path(), false), path.parent_path());
-    return model_from_file(path);
+    const fs::path dir = path.parent_path();
+    // A model.safetensors inside a checkpoint directory is verified against its state.json.
+    const bool in_checkpoint =
+        path.filename() == kStateFile || (path.filename() == kModelFile && detail::is_file(dir / kStateFile));
+    return in_checkpoint ? model_from(load_checkpoint(dir, false), dir) : model_from_file(path);
   }
   if (detail::is_file(path / kStateFile)) return model_from(load_checkpoint(path, false), path);
   if (detail::is_dir(checkpoints_dir(path))) {
-    auto ckpt = load_latest(path, warnings, /*with_optimizer=*/false);
-    if (!ckpt) throw CheckpointError(path, "run directory has no checkpoint");
-    return model_from(*ckpt, ckpt->dir);
+    std::optional<LoadedModel> out;
+    load_latest(path, warnings, /*with_optimizer=*/false,
+                [&](const LoadedCheckpoint& c) { out = model_from(c, c.dir); });
+    if (!out) throw CheckpointError(path, "run directory has no checkpoint");
+    return std::move(*out);
   }
   throw CheckpointError(path, "is neither a run directory, a checkpoint directory nor a model.safetensors file");
 }

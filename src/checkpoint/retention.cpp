@@ -5,8 +5,8 @@
 #include <limits>
 
 #include "attnlab/checkpoint.h"
-#include "checkpoint/durable_file.h"
-#include "checkpoint/posix_fs.h"
+#include "common/durable_file.h"
+#include "checkpoint/file_ops.h"
 #include "checkpoint/state_json.h"
 
 namespace attnlab {
@@ -15,16 +15,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kPrefix = "step_";
-
-/// The step of a directory called step_<digits>, or -1.
-int64_t step_of(const std::string& name) {
-  const std::string digits = name.substr(0, 5) == kPrefix ? name.substr(5) : "";
-  if (digits.empty() || digits.size() > 18 ||
-      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return -1;
-  }
-  return std::stoll(digits);
-}
 
 /// val_loss of a checkpoint, NaN when unknown or unreadable.
 double val_loss_of(const fs::path& dir) {
@@ -77,7 +67,7 @@ std::vector<CheckpointInfo> list_checkpoints(const fs::path& run_dir) {
   std::vector<CheckpointInfo> all;
   const fs::path root = checkpoints_dir(run_dir);
   for (const auto& name : detail::list_directory(root)) {
-    const int64_t step = step_of(name);
+    const int64_t step = detail::step_of_dir_name(name);
     if (step >= 0 && detail::is_dir(root / name)) all.push_back({step, root / name});
   }
   std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.step < b.step; });

@@ -9,8 +9,8 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/durable_file.h"
-#include "checkpoint/posix_fs.h"
+#include "common/durable_file.h"
+#include "checkpoint/file_ops.h"
 
 // The format is little-endian; the raw tensor bytes are copied as they lie in memory.
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__

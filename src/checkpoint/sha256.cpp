@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
 #include "attnlab/checkpoint_error.h"
@@ -21,25 +22,43 @@ std::string to_hex(const unsigned char* bytes, unsigned int n) {
   return out;
 }
 
+using DigestContext = std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)>;
+
+/// A SHA-256 context, or nullptr when OpenSSL cannot start one.
+DigestContext start_digest() {
+  DigestContext ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (ctx && EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) ctx.reset();
+  return ctx;
+}
+
+std::string finish_digest(EVP_MD_CTX* ctx) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_DigestFinal_ex(ctx, digest, &length);
+  return to_hex(digest, length);
+}
+
 }  // namespace
 
 std::string sha256_file(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw CheckpointError(file, "cannot open for hashing");
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
-    throw CheckpointError(file, "OpenSSL could not start a SHA-256 digest");
-  }
+  const DigestContext ctx = start_digest();
+  if (!ctx) throw CheckpointError(file, "OpenSSL could not start a SHA-256 digest");
   std::vector<char> buffer(1 << 20);
   while (in) {
     in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
     if (in.bad()) throw CheckpointError(file, "read failed while hashing");
     EVP_DigestUpdate(ctx.get(), buffer.data(), static_cast<size_t>(in.gcount()));
   }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_DigestFinal_ex(ctx.get(), digest, &length);
-  return to_hex(digest, length);
+  return finish_digest(ctx.get());
+}
+
+std::string sha256_hex(std::string_view bytes) {
+  const DigestContext ctx = start_digest();
+  if (!ctx) throw std::runtime_error("OpenSSL could not start a SHA-256 digest");
+  EVP_DigestUpdate(ctx.get(), bytes.data(), bytes.size());
+  return finish_digest(ctx.get());
 }
 
 }  // namespace attnlab::detail

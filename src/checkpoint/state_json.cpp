@@ -1,11 +1,14 @@
 #include "checkpoint/state_json.h"
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <fstream>
 #include <sstream>
 
 #include "attnlab/version.h"
+#include "checkpoint/file_ops.h"
+#include "checkpoint/sha256.h"
 
 namespace attnlab::detail {
 namespace {
@@ -77,6 +80,7 @@ std::string string_field(const json& j, const std::string& key, const fs::path& 
   return v.get<std::string>();
 }
 
+/// A number, or `if_null` for null.
 double loss_field(const json& j, const std::string& key, double if_null, const fs::path& file) {
   const json& v = field(j, key, file);
   if (v.is_null()) return if_null;
@@ -102,18 +106,103 @@ RngStates parse_rng(const json& j, const fs::path& file) {
   return rng;
 }
 
-void check_format(const json& j, const fs::path& file) {
+/// The format version, checked: kCheckpointFormatVersion, or 1 (before state.json.sha256).
+int64_t check_format(const json& j, const fs::path& file) {
   if (string_field(j, "format", file) != kFormatName) {
     throw CheckpointError(file, "field 'format' is not \"" + std::string(kFormatName) + "\"");
   }
   const int64_t version = int_field(j, "format_version", file);
-  if (version != kCheckpointFormatVersion) {
-    throw CheckpointError(file, "format_version " + std::to_string(version) + " is not the supported " +
-                                    std::to_string(kCheckpointFormatVersion));
+  if (version != kCheckpointFormatVersion && version != 1) {
+    throw CheckpointError(file, "format_version " + std::to_string(version) + " is not a supported one (1 or " +
+                                    std::to_string(kCheckpointFormatVersion) + ")");
+  }
+  return version;
+}
+
+std::string read_text(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw CheckpointError(file, "missing or unreadable");
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw CheckpointError(file, "read failed");
+  return text.str();
+}
+
+/// Compares `text` (state.json's bytes) with the checksum in the sidecar `sidecar`, which must be
+/// exactly what state_checksum_line writes.
+void verify_state_checksum(const std::string& text, const fs::path& sidecar) {
+  const std::string line = read_text(sidecar);
+  const std::string tail = std::string("  ") + kStateFile + "\n";
+  const bool well_formed = line.size() == 64 + tail.size() && line.compare(64, std::string::npos, tail) == 0 &&
+                           std::all_of(line.begin(), line.begin() + 64,
+                                       [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  if (!well_formed) throw CheckpointError(sidecar, "is not one line \"<64 lower-case hex digits>  state.json\"");
+  if (line.compare(0, 64, sha256_hex(text)) != 0) {
+    throw CheckpointError(sidecar.parent_path() / kStateFile,
+                          "SHA-256 differs from the one in state.json.sha256: state.json is corrupt");
+  }
+}
+
+void check_count(int64_t n, const char* key, const fs::path& file) {
+  if (n < 0) throw CheckpointError(file, std::string("field '") + key + "' is negative: " + std::to_string(n));
+}
+
+/// A loss in nats/token is finite and >= 0, or `none` (NaN for val_loss, +inf for best_val_loss).
+void check_loss(double loss, double none, const char* key, const fs::path& file) {
+  const bool is_none = std::isnan(none) ? std::isnan(loss) : loss == none;
+  if (!is_none && !(std::isfinite(loss) && loss >= 0)) {
+    const std::string text = std::isfinite(loss) ? json(loss).dump() : std::to_string(loss);
+    throw CheckpointError(file,
+                          std::string("field '") + key + "' is " + text + ", not a loss (finite, >= 0 nats/token)");
   }
 }
 
 }  // namespace
+
+void check_train_state(const TrainState& t, const fs::path& file) {
+  check_count(t.step, "step", file);
+  check_count(t.tokens_seen, "tokens_seen", file);
+  check_count(t.data_position, "data_position", file);
+  check_loss(t.val_loss, std::numeric_limits<double>::quiet_NaN(), "val_loss", file);
+  check_loss(t.best_val_loss, std::numeric_limits<double>::infinity(), "best_val_loss", file);
+  if (t.tokens_seen < t.step) {
+    throw CheckpointError(file, "tokens_seen " + std::to_string(t.tokens_seen) + " is below step " +
+                                    std::to_string(t.step) + " (every step consumes tokens)");
+  }
+  if (!std::isnan(t.val_loss) && !(t.best_val_loss <= t.val_loss)) {
+    throw CheckpointError(file, "best_val_loss " + number_or_null(t.best_val_loss).dump() +
+                                    " is above this step's val_loss " + json(t.val_loss).dump());
+  }
+}
+
+namespace {
+
+/// A checkpoint directory named step_<N> holds step N.
+void check_directory_step(const TrainState& t, const fs::path& file) {
+  const int64_t dir_step = step_of_dir_name(file.parent_path().filename().string());
+  if (dir_step >= 0 && dir_step != t.step) {
+    throw CheckpointError(file, "step " + std::to_string(t.step) + " differs from its directory's name (" +
+                                    file.parent_path().filename().string() + ")");
+  }
+}
+
+}  // namespace
+
+int64_t step_of_dir_name(const std::string& name) {
+  const std::string digits = name.rfind("step_", 0) == 0 ? name.substr(5) : "";
+  if (digits.empty() || digits.size() > 18 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return -1;
+  }
+  return std::stoll(digits);
+}
+
+std::string quoted_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < std::min<size_t>(names.size(), 3); ++i) out += (i ? ", '" : "'") + names[i] + "'";
+  if (names.size() > 3) out += " and " + std::to_string(names.size() - 3) + " more";
+  return out;
+}
 
 json model_config_to_json(const ModelConfig& cfg) {
   return {{"arm", cfg.arm},
@@ -163,18 +252,24 @@ json state_file_to_json(const StateFile& s) {
           {"extra", t.extra}};
 }
 
+std::string state_checksum_line(const std::string& state_text) {
+  return sha256_hex(state_text) + "  " + kStateFile + "\n";
+}
+
 StateFile read_state_file(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in) throw CheckpointError(file, "missing or unreadable");
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = read_text(file);
+  const fs::path sidecar = file.parent_path() / kStateChecksumFile;
+  const bool has_sidecar = is_file(sidecar);
+  if (has_sidecar) verify_state_checksum(text, sidecar);  // before trusting any byte
   json j;
   try {
-    j = json::parse(text.str());
+    j = json::parse(text);
   } catch (const json::parse_error& e) {
     throw CheckpointError(file, std::string("not valid JSON: ") + e.what());
   }
-  check_format(j, file);
+  if (check_format(j, file) >= 2 && !has_sidecar) {
+    throw CheckpointError(sidecar, "is missing, so state.json cannot be verified");
+  }
   StateFile s;
   TrainState& t = s.state;
   t.step = int_field(j, "step", file);
@@ -184,8 +279,10 @@ StateFile read_state_file(const fs::path& file) {
   t.best_val_loss = loss_field(j, "best_val_loss", std::numeric_limits<double>::infinity(), file);
   t.git_revision = string_field(j, "git_revision", file);
   t.rng = parse_rng(object_field(j, "rng", file), file);
-  t.config = field(j, "config", file);
-  t.extra = field(j, "extra", file);
+  t.config = object_field(j, "config", file);
+  t.extra = object_field(j, "extra", file);
+  check_train_state(t, file);
+  check_directory_step(t, file);
   s.model = model_config_from_json(object_field(j, "model", file), file);
   s.files = object_field(j, "files", file);
   return s;

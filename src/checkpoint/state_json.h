@@ -1,8 +1,11 @@
 // state.json of a checkpoint: TrainState, the model's dimensions and the files' checksums as JSON,
-// and back with every field checked (docs/checkpoints.md lists the fields).
+// and back with every field checked (docs/checkpoints.md lists the fields and their rules). Its own
+// SHA-256 lies beside it in state.json.sha256, in the format of `sha256sum`.
 #pragma once
 
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -13,6 +16,13 @@ namespace attnlab::detail {
 inline constexpr const char* kStateFile = "state.json";
 inline constexpr const char* kModelFile = "model.safetensors";
 inline constexpr const char* kOptimizerFile = "optimizer.safetensors";
+inline constexpr const char* kStateChecksumFile = "state.json.sha256";
+
+/// The step of a directory named step_<digits> (at most 18 digits), or -1 for any other name.
+int64_t step_of_dir_name(const std::string& name);
+
+/// Up to three of `names`, quoted and comma-separated, then "and N more": for error messages.
+std::string quoted_names(const std::vector<std::string>& names);
 
 nlohmann::json model_config_to_json(const ModelConfig& cfg);
 /// Throws CheckpointError naming `origin` on a missing, mistyped or impossible field.
@@ -25,9 +35,19 @@ struct StateFile {
   nlohmann::json files = nlohmann::json::object();
 };
 
+/// The rules of a TrainState that state.json records: step, tokens_seen, data_position >= 0,
+/// tokens_seen >= step, val_loss finite and >= 0 or NaN (not evaluated), best_val_loss finite and
+/// >= 0 or +inf (none yet), best_val_loss <= val_loss. Throws CheckpointError naming `file`.
+void check_train_state(const TrainState& t, const std::filesystem::path& file);
+
 nlohmann::json state_file_to_json(const StateFile& s);
-/// Reads and checks `file` (format name and version, every field's type).
-/// Throws CheckpointError naming it on any problem.
+/// What `sha256sum state.json` prints for a state.json holding `state_text`: "<hex>  state.json\n".
+std::string state_checksum_line(const std::string& state_text);
+
+/// Reads and checks `file`: its SHA-256 against state.json.sha256 beside it (format 2; format 1
+/// predates the sidecar), the format name and version, every field's type, check_train_state, and
+/// step equal to the directory's when that is named step_<N>.
+/// Throws CheckpointError naming the file at fault (state.json or its sidecar) on any problem.
 StateFile read_state_file(const std::filesystem::path& file);
 
 }  // namespace attnlab::detail

@@ -2,13 +2,19 @@
 // cannot drift apart.
 #include "attnlab/run_config.h"
 
+#include <climits>
+#include <cmath>
 #include <cstdio>
 #include <set>
 #include <utility>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include "attnlab/lr_schedule.h"
+#include "common/seed_mix.h"
+#include "config/sizes.h"
 #include "config/yaml_io.h"
 
 namespace attnlab {
@@ -107,6 +113,7 @@ struct YamlReader {
   void field(const char* key, GateKind& out) {
     std::string name = to_string(out);
     field(key, name);
+    yaml_io::require_writable(name, path(key));  // before the parser echoes it
     try {
       out = parse_gate_kind(name);
     } catch (const std::invalid_argument& e) {
@@ -131,6 +138,30 @@ struct YamlReader {
   }
 };
 
+// Checks what holds for every key of a type, whichever key it is: floats finite (no key documents
+// an infinite or NaN value), strings writable by every writer of a run (JSON needs UTF-8; logs,
+// CSV and Markdown rows need no control characters).
+struct ValueCheck {
+  std::string prefix;
+
+  template <class T>
+  void field(const char* key, const T& value) {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (!std::isfinite(value))
+        throw ConfigError(fmt::format("{}{}: must be a finite number, got {}", prefix, key, yaml_io::format_float(value)));
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      yaml_io::require_writable(value, prefix + key);
+    }
+  }
+  template <class F>
+  void section(const char* key, F&& body) {
+    const auto saved = prefix;
+    prefix += std::string(key) + ".";
+    body();
+    prefix = saved;
+  }
+};
+
 RunConfig from_yaml(const YAML::Node& root) {
   RunConfig cfg;
   YamlReader reader{root, "", {}};
@@ -145,6 +176,9 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw ConfigError(message);
 }
 
+constexpr int64_t kMaxThreads = 1024;                // more than any CPU has cores (and it must fit an int)
+constexpr int64_t kMaxLogSpaced = int64_t{1} << 62;  // the doubling 1, 2, 4, ... must not overflow
+
 }  // namespace
 
 int64_t RunConfig::effective_tokens_per_step() const {
@@ -158,10 +192,12 @@ int64_t RunConfig::grad_accum_steps() const {
 int64_t RunConfig::total_steps() const {
   if (train.max_steps > 0) return train.max_steps;
   const int64_t per_step = effective_tokens_per_step();
-  return (train.token_budget + per_step - 1) / per_step;
+  return train.token_budget / per_step + (train.token_budget % per_step != 0 ? 1 : 0);  // ceil, without overflow
 }
 
 void validate(const RunConfig& c) {
+  ValueCheck values;
+  visit_fields(const_cast<RunConfig&>(c), values);  // the check only reads
   try {
     c.model.validate();
   } catch (const std::invalid_argument& e) {
@@ -189,23 +225,31 @@ void validate(const RunConfig& c) {
   require(c.train.seq_len <= c.model.block_size,
           "train.seq_len = " + std::to_string(c.train.seq_len) + " exceeds model.block_size = " +
               std::to_string(c.model.block_size));
-  const int64_t micro = c.train.batch_size * c.train.seq_len;
+  const int64_t micro = sizes::micro_batch_tokens(c);
   require(c.train.tokens_per_step >= 0 && c.effective_tokens_per_step() % micro == 0,
           "train.tokens_per_step = " + std::to_string(c.train.tokens_per_step) +
               " must be a multiple of train.batch_size * train.seq_len = " + std::to_string(micro));
   require(c.train.token_budget > 0 || c.train.max_steps > 0,
           "train.token_budget: set a token budget (or train.max_steps)");
   require(c.train.token_budget >= 0 && c.train.max_steps >= 0, "train.token_budget / train.max_steps: must be >= 0");
+  sizes::check_products(c);
+  require(c.data.val_tokens > c.train.seq_len,  // a sequence reads seq_len + 1 tokens (x, then targets shifted by one)
+          fmt::format("data.val_tokens = {} is less than one validation sequence of train.seq_len + 1 = {} tokens",
+                      c.data.val_tokens, uint64_t(c.train.seq_len) + 1));
   const std::set<std::string> devices = {"auto", "cpu", "cuda"};
   require(devices.count(c.train.device) > 0, "train.device: '" + c.train.device + "' is not one of auto, cpu, cuda");
   require(c.train.precision == "bf16" || c.train.precision == "fp32",
           "train.precision: '" + c.train.precision + "' is not one of bf16, fp32");
   require(c.train.log_every > 0, "train.log_every: must be positive");
   require(c.train.threads >= 0, "train.threads: must be >= 0");
+  require(c.train.threads <= kMaxThreads, fmt::format("train.threads: must be at most {}", kMaxThreads));
   require(c.eval.every > 0, "eval.every: must be positive");
   require(c.checkpoint.every > 0, "checkpoint.every: must be positive");
   require(c.checkpoint.keep_last > 0, "checkpoint.keep_last: must be at least 1");
   require(c.checkpoint.log_spaced_until >= 1, "checkpoint.log_spaced_until: must be at least 1");
+  require(c.checkpoint.log_spaced_until < kMaxLogSpaced,
+          fmt::format("checkpoint.log_spaced_until: must be below 2^62 = {} (the power of two after it must fit a "
+                      "64-bit step)", kMaxLogSpaced));
   require(c.checkpoint.keep_every >= 0, "checkpoint.keep_every: must be >= 0 (0 keeps no extra checkpoints)");
   const auto& t = c.track.activations;
   require(t.every >= 0, "track.activations.every: must be >= 0 (0 turns tracking off)");
@@ -231,10 +275,30 @@ nlohmann::json to_json(const RunConfig& cfg) {
   return writer.root;
 }
 
+std::vector<std::string> config_warnings(const RunConfig& cfg) {
+  std::vector<std::string> warnings;
+  try {
+    validate(cfg);  // warnings are about runnable configs (a default-constructed one has no steps yet)
+  } catch (const ConfigError&) {
+    return warnings;
+  }
+  const int64_t steps = cfg.total_steps();
+  if (cfg.optim.warmup_steps >= steps) {
+    warnings.push_back(fmt::format(
+        "optim.warmup_steps = {} is not shorter than the run's {} steps ({}): the learning rate only rises, "
+        "ending at {} (optim.lr = {}) with no cosine decay",
+        cfg.optim.warmup_steps, steps, cfg.train.max_steps > 0 ? "train.max_steps" : "train.token_budget",
+        yaml_io::format_float(learning_rate(cfg.optim, steps - 1, steps)), yaml_io::format_float(cfg.optim.lr)));
+  }
+  return warnings;
+}
+
 std::string to_yaml(const RunConfig& cfg) {
+  std::string text;
+  for (const auto& warning : config_warnings(cfg)) text += "# warning: " + warning + "\n";
   YAML::Emitter out;
   out << yaml_io::from_json(to_json(cfg));
-  return std::string(out.c_str()) + "\n";
+  return text + out.c_str() + "\n";
 }
 
 std::vector<std::string> differing_keys(const RunConfig& a, const RunConfig& b) {
@@ -253,8 +317,7 @@ std::string config_hash(const RunConfig& cfg) {
   auto j = to_json(cfg);
   j.erase("out_dir");  // where a run lives is not what it computes
   j.erase("track");    // nor what it observes on the way (is_observation_key)
-  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over the canonical (sorted-key) dump
-  for (unsigned char ch : j.dump()) h = (h ^ ch) * 0x100000001b3ULL;
+  const uint64_t h = seed_mix::fnv1a(j.dump());  // over the canonical (sorted-key) dump
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   return buf;

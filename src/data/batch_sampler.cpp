@@ -47,15 +47,17 @@ BatchSampler::BatchSampler(std::shared_ptr<const ShardSet> train, BatchSamplerOp
   }
 }
 
-int64_t BatchSampler::window_offset(int64_t step, int64_t micro_step, int64_t rank, int64_t row) const {
-  uint64_t key = splitmix64(options_.seed ^ kDomain);
-  key = mix(mix(mix(mix(key, step), micro_step), rank), row);
+int64_t BatchSampler::window_offset(int64_t step, int64_t index) const {
+  const uint64_t key = mix(mix(splitmix64(options_.seed ^ kDomain), step), index);
   return uniform_below(key, num_windows_);
 }
 
-Batch BatchSampler::batch(int64_t step, int64_t micro_step, int64_t rank) const {
+Batch BatchSampler::batch(int64_t step, int64_t first) const {
+  if (step < 0 || first < 0) {
+    throw std::invalid_argument(fmt::format("batch: step {} and first sequence {} must be >= 0", step, first));
+  }
   std::vector<int64_t> starts(options_.batch_size);
-  for (int64_t r = 0; r < options_.batch_size; ++r) starts[r] = window_offset(step, micro_step, rank, r);
+  for (int64_t r = 0; r < options_.batch_size; ++r) starts[r] = window_offset(step, first + r);
   return windows_to_batch(*train_, starts, options_.seq_len);
 }
 
@@ -98,13 +100,13 @@ uint64_t ValidationSet::fingerprint() const {
   constexpr int64_t kChunk = 1 << 20;  // bounded memory for a large val set
   const int64_t n = num_targets() + 1;  // tokens 0..nT
   std::vector<int64_t> tokens;
-  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over the ids as little-endian uint16
+  uint64_t h = seed_mix::kFnv1aOffset;  // FNV-1a over the ids as little-endian uint16
   for (int64_t start = 0; start < n; start += kChunk) {
     tokens.resize(std::min(kChunk, n - start));
     val_->read(start, static_cast<int64_t>(tokens.size()), tokens.data());
     for (int64_t t : tokens) {
-      h = (h ^ static_cast<uint64_t>(t & 0xff)) * 0x100000001b3ULL;
-      h = (h ^ static_cast<uint64_t>(t >> 8)) * 0x100000001b3ULL;
+      h = seed_mix::fnv1a_byte(h, static_cast<uint64_t>(t & 0xff));
+      h = seed_mix::fnv1a_byte(h, static_cast<uint64_t>(t >> 8));
     }
   }
   return h;

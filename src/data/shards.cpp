@@ -90,20 +90,50 @@ std::string dir_of(const std::string& path) {
 
 std::string base_of(const std::string& path) { return path.substr(path.rfind('/') + 1); }
 
-// All matched directories must share one tokenizer, or the token ids mean different things.
-TokenizerInfo tokenizer_of(const std::vector<std::string>& paths) {
+// The tokenizer.json of each directory of `paths`, in path order.
+std::vector<TokenizerInfo> dir_tokenizers_of(const std::vector<std::string>& paths) {
   std::set<std::string> dirs;
   for (const auto& p : paths) dirs.insert(dir_of(p));
-  TokenizerInfo first = read_tokenizer_info(*dirs.begin());
-  for (const auto& dir : dirs) {
-    TokenizerInfo other = read_tokenizer_info(dir);
-    if (other.tokenizer != first.tokenizer || other.vocab_size != first.vocab_size) {
-      throw DataError(fmt::format("{}/tokenizer.json: {} vocab {} differs from {}/tokenizer.json: {} vocab {}",
-                                  dir, other.tokenizer, other.vocab_size, *dirs.begin(),
-                                  first.tokenizer, first.vocab_size));
+  std::vector<TokenizerInfo> infos;
+  for (const auto& dir : dirs) infos.push_back(read_tokenizer_info(dir));
+  return infos;
+}
+
+// One tokenizer for shards from several directories, or the token ids would mean different things:
+// every tokenizer.json present must agree; the result is the first, or unknown when there is none.
+// `what` names the shards in the error.
+TokenizerInfo combine(const std::vector<TokenizerInfo>& infos, const std::string& what) {
+  const TokenizerInfo* known = nullptr;
+  for (const auto& info : infos) {
+    if (info.assumed) continue;
+    if (known == nullptr) {
+      known = &info;
+      continue;
+    }
+    if (const auto diff = tokenizer_difference(*known, info); !diff.empty()) {
+      throw DataError(fmt::format("{} and {}: {} were tokenized differently ({})", known->file, info.file, what, diff));
     }
   }
-  return first;
+  if (known != nullptr) return *known;
+  return infos.empty() ? TokenizerInfo{} : infos.front();
+}
+
+// What was assumed for each directory without tokenizer.json (item for the trainer's log).
+std::vector<std::string> notes_for(const std::vector<TokenizerInfo>& infos, const TokenizerInfo& combined,
+                                   int64_t model_vocab_size) {
+  std::vector<std::string> notes;
+  for (const auto& info : infos) {
+    if (!info.assumed) continue;
+    notes.push_back(combined.assumed
+                        ? fmt::format("{}: no tokenizer.json; the token ids are used as they are, each checked to "
+                                      "be below model.vocab_size = {} (the tokenizer is unknown; docs/data.md)",
+                                      info.dir, model_vocab_size)
+                        : fmt::format("{}: no tokenizer.json; taken to share {}'s tokenizer ({}, vocab_size {}), "
+                                      "each token checked to be below model.vocab_size = {}",
+                                      info.dir, combined.file, combined.tokenizer, combined.vocab_size,
+                                      model_vocab_size));
+  }
+  return notes;
 }
 
 }  // namespace
@@ -159,13 +189,17 @@ void Shard::unmap() noexcept {
   map_ = nullptr;
 }
 
-TokenizerInfo tokenizer_for_pattern(const std::string& pattern) { return tokenizer_of(expand_glob(pattern)); }
+TokenizerInfo tokenizer_for_pattern(const std::string& pattern) {
+  return combine(dir_tokenizers_of(expand_glob(pattern)), "the shards of " + pattern);
+}
 
 ShardSet ShardSet::open(const std::string& pattern, int64_t model_vocab_size) {
   const auto paths = expand_glob(pattern);
   ShardSet set;
   set.pattern_ = pattern;
-  set.tokenizer_ = tokenizer_of(paths);
+  set.dir_tokenizers_ = dir_tokenizers_of(paths);
+  set.tokenizer_ = combine(set.dir_tokenizers_, "the shards of " + pattern);
+  set.notes_ = notes_for(set.dir_tokenizers_, set.tokenizer_, model_vocab_size);
   check_vocab(set.tokenizer_, model_vocab_size);
   for (const auto& path : paths) {
     set.shards_.push_back(Shard::open(path, model_vocab_size));
@@ -211,14 +245,14 @@ TrainValData open_train_val(const std::string& train_pattern, const std::string&
                                      train_pattern, val_pattern));
     }
   }
-  const auto& a = train->tokenizer();
-  const auto& b = val->tokenizer();
-  if (a.tokenizer != b.tokenizer || a.vocab_size != b.vocab_size || a.model != b.model) {
-    throw DataError(fmt::format("{} and {}: train and val were tokenized differently ({} vocab {} vs {} vocab {})",
-                                train_pattern, val_pattern, a.tokenizer, a.vocab_size, b.tokenizer,
-                                b.vocab_size));
-  }
-  if (a.assumed) data.notes.push_back(a.note);
+  // Train and val may lie in different directories; each directory is compared once.
+  std::vector<TokenizerInfo> infos;
+  std::set<std::string> dirs;
+  for (const auto* set : {train.get(), val.get()})
+    for (const auto& info : set->dir_tokenizers())
+      if (dirs.insert(info.dir).second) infos.push_back(info);
+  const auto both = combine(infos, fmt::format("train ({}) and val ({})", train_pattern, val_pattern));
+  data.notes = notes_for(infos, both, model_vocab_size);
   data.train = std::move(train);
   data.val = std::move(val);
   return data;

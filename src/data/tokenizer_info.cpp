@@ -1,4 +1,5 @@
-// tokenizer.json beside the shards (written by tools/prepare_data.py) and the vocab check.
+// tokenizer.json beside the shards (written by tools/prepare_data.py), the vocab check and the
+// comparison of two directories' tokenizers.
 #include <sys/stat.h>
 
 #include <fstream>
@@ -12,16 +13,16 @@
 namespace attnlab {
 namespace {
 
-TokenizerInfo gpt2_assumption(const std::string& dir) {
-  TokenizerInfo info;  // defaults are GPT-2's
+constexpr int64_t kMaxUint16Vocab = 65536;  // tokens are uint16
+
+TokenizerInfo unknown_tokenizer(const std::string& dir) {
+  TokenizerInfo info;  // defaults: unknown
+  info.dir = dir;
   info.assumed = true;
-  info.eot = kGpt2VocabSize - 1;  // <|endoftext|>, which llm.c puts before every document
-  info.note = fmt::format("{}: no tokenizer.json; assuming GPT-2 BPE (vocab {}), as llm.c's and "
-                          "modded-nanogpt's FineWeb shards are", dir, kGpt2VocabSize);
   return info;
 }
 
-TokenizerInfo parse(const std::string& file, const nlohmann::json& j) {
+TokenizerInfo parse(const std::string& file, const std::string& dir, const nlohmann::json& j) {
   auto bad = [&](const std::string& what) { return DataError(fmt::format("{}: {}", file, what)); };
   if (!j.is_object()) throw bad("not a JSON object");
   if (!j.contains("tokenizer") || !j["tokenizer"].is_string()) throw bad("missing string \"tokenizer\"");
@@ -30,19 +31,42 @@ TokenizerInfo parse(const std::string& file, const nlohmann::json& j) {
   }
   TokenizerInfo info;
   info.file = file;
+  info.dir = dir;
   info.tokenizer = j["tokenizer"].get<std::string>();
   if (info.tokenizer != "gpt2" && info.tokenizer != "sentencepiece" && info.tokenizer != "bytes") {
     throw bad(fmt::format("unknown tokenizer \"{}\" (expected gpt2, sentencepiece or bytes)", info.tokenizer));
   }
-  info.vocab_size = j["vocab_size"].get<int64_t>();
-  if (info.vocab_size <= 0 || info.vocab_size > 65536) {
-    throw bad(fmt::format("vocab_size {} does not fit uint16 tokens (1..65536)", info.vocab_size));
+  info.vocab_size = j["vocab_size"].get<int64_t>();  // an unsigned value above 2^63 wraps negative: refused
+  if (info.vocab_size <= 0 || info.vocab_size > kMaxUint16Vocab) {
+    throw bad(fmt::format("vocab_size {} does not fit uint16 tokens (1..65536)", j["vocab_size"].dump()));
   }
-  const auto dir = file.substr(0, file.rfind('/'));
-  if (j.contains("model") && j["model"].is_string()) info.model = dir + "/" + j["model"].get<std::string>();
-  if (j.contains("source") && j["source"].is_string()) info.source = j["source"].get<std::string>();
-  if (j.contains("eot") && j["eot"].is_number_integer()) info.eot = j["eot"].get<int64_t>();
+  if (j.contains("model") && !j["model"].is_null()) {
+    if (!j["model"].is_string() || j["model"].get<std::string>().empty())
+      throw bad("\"model\": expected a file name or null");
+    const auto model = j["model"].get<std::string>();
+    info.model = model.front() == '/' ? model : dir + "/" + model;
+  }
+  if (j.contains("source")) {
+    if (!j["source"].is_string()) throw bad("\"source\": expected a string");
+    info.source = j["source"].get<std::string>();
+  }
+  if (j.contains("eot")) {
+    if (!j["eot"].is_number_integer()) throw bad("\"eot\": expected an integer token id");
+    info.eot = j["eot"].get<int64_t>();
+    if (info.eot < 0 || info.eot >= info.vocab_size) {
+      throw bad(fmt::format("eot {} outside the vocabulary [0, {})", j["eot"].dump(), info.vocab_size));
+    }
+  }
   return info;
+}
+
+// The bytes of a SentencePiece model named by a tokenizer.json, for comparing two of them.
+std::string model_bytes(const TokenizerInfo& info) {
+  std::ifstream in(info.model, std::ios::binary);
+  if (!in) throw DataError(fmt::format("{}: cannot read the SentencePiece model that {} names", info.model, info.file));
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
 }
 
 }  // namespace
@@ -50,7 +74,8 @@ TokenizerInfo parse(const std::string& file, const nlohmann::json& j) {
 TokenizerInfo read_tokenizer_info(const std::string& dir) {
   const std::string file = dir + "/tokenizer.json";
   struct stat st {};  // not std::filesystem: libtorch.so exports a copy of it that can crash
-  if (::stat(file.c_str(), &st) != 0) return gpt2_assumption(dir);
+  if (::stat(file.c_str(), &st) != 0) return unknown_tokenizer(dir);
+  if (!S_ISREG(st.st_mode)) throw DataError(fmt::format("{}: not a regular file", file));
   std::ifstream in(file);
   if (!in) throw DataError(fmt::format("{}: cannot be read", file));
   std::stringstream text;
@@ -58,21 +83,32 @@ TokenizerInfo read_tokenizer_info(const std::string& dir) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // a parse error, or a number beyond a double (1e400)
     throw DataError(fmt::format("{}: not valid JSON ({})", file, e.what()));
   }
-  return parse(file, j);
+  return parse(file, dir, j);
 }
 
 void check_vocab(const TokenizerInfo& info, int64_t model_vocab_size) {
-  if (info.vocab_size == model_vocab_size) return;
-  if (info.assumed) {
-    throw DataError(fmt::format("{} Its vocab_size {} differs from the model's vocab_size {}; write a "
-                                "tokenizer.json beside the shards or set the model's vocab_size to {}",
-                                info.note + ".", info.vocab_size, model_vocab_size, info.vocab_size));
-  }
+  if (info.assumed || info.vocab_size == model_vocab_size) return;
   throw DataError(fmt::format("{}: tokenizer {} has vocab_size {} but the model's vocab_size is {}",
                               info.file, info.tokenizer, info.vocab_size, model_vocab_size));
+}
+
+std::string tokenizer_difference(const TokenizerInfo& a, const TokenizerInfo& b) {
+  if (a.assumed || b.assumed) return "";
+  std::vector<std::string> diffs;
+  if (a.tokenizer != b.tokenizer) diffs.push_back(fmt::format("tokenizer {} vs {}", a.tokenizer, b.tokenizer));
+  if (a.vocab_size != b.vocab_size) diffs.push_back(fmt::format("vocab_size {} vs {}", a.vocab_size, b.vocab_size));
+  if (a.eot >= 0 && b.eot >= 0 && a.eot != b.eot) diffs.push_back(fmt::format("eot {} vs {}", a.eot, b.eot));
+  if (a.model.empty() != b.model.empty()) {
+    diffs.push_back(fmt::format("a SentencePiece model in {} only", a.model.empty() ? b.file : a.file));
+  } else if (!a.model.empty() && a.model != b.model && model_bytes(a) != model_bytes(b)) {
+    diffs.push_back(fmt::format("SentencePiece models {} and {} differ", a.model, b.model));
+  }
+  std::string out;
+  for (const auto& d : diffs) out += (out.empty() ? "" : "; ") + d;
+  return out;
 }
 
 }  // namespace attnlab

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sweep/child_process.h"
+#include "common/child_process.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;

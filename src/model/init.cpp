@@ -43,9 +43,7 @@ at::Tensor initial_value(const std::string& name, const at::Tensor& param, const
 }  // namespace
 
 uint64_t parameter_seed(uint64_t seed, const std::string& name) {
-  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a
-  for (unsigned char ch : name) h = (h ^ ch) * 0x100000001b3ULL;
-  return splitmix64(seed ^ splitmix64(h));
+  return splitmix64(seed ^ splitmix64(seed_mix::fnv1a(name)));
 }
 
 void init_parameters(GPTImpl& model, uint64_t seed) {

@@ -6,7 +6,11 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "common/csv_table.h"
+
+#include "attnlab/probe_measures.h"
 #include "attnlab/probe_run.h"
+#include "attnlab/run_dir.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;
@@ -18,34 +22,45 @@ std::string cell(const nlohmann::json& v, const char* spec = "{:.6g}") {
 
 std::string percent(const nlohmann::json& v) { return v.is_number() ? fmt::format("{:.2f}%", 100 * v.get<double>()) : "-"; }
 
+std::vector<const ProbeMeasure*> measures(bool tables_only, bool per_head_only) {
+  std::vector<const ProbeMeasure*> out;
+  for (const auto& m : probe_measure_table())
+    if ((!tables_only || m.in_tables) && (!per_head_only || m.kind == ProbeMeasure::Kind::per_head)) out.push_back(&m);
+  return out;
+}
+
 std::string heads_csv(const nlohmann::json& summary) {
-  std::ostringstream out;
-  out << "layer,head";
-  for (const auto& m : probe_measures()) out << "," << m;
-  out << "\n";
+  std::vector<std::string> header = {"layer", "head"};
+  for (const auto* m : measures(false, true)) header.push_back(m->name);
+  csv::Table t(header);
   for (const auto& layer : summary["layers"]) {
     const size_t H = layer["heads"]["first_key_mass"].size();
     for (size_t h = 0; h < H; ++h) {
-      out << layer["layer"].get<int64_t>() << "," << h;
-      for (const auto& m : probe_measures()) out << "," << cell(layer["heads"][m][h]);
-      out << "\n";
+      std::vector<std::string> row = {std::to_string(layer["layer"].get<int64_t>()), std::to_string(h)};
+      for (const auto* m : measures(false, true)) row.push_back(cell(layer["heads"][m->name][h]));
+      t.row(row);
     }
   }
-  return out.str();
+  return t.str();
 }
 
 std::string matrix_csv(const nlohmann::json& summary, const std::string& measure) {
-  std::ostringstream out;
-  out << "layer";
   const size_t H = summary["layers"].empty() ? 0 : summary["layers"][0]["heads"][measure].size();
-  for (size_t h = 0; h < H; ++h) out << ",h" << h;
-  out << "\n";
+  std::vector<std::string> header = {"layer"};
+  for (size_t h = 0; h < H; ++h) header.push_back("h" + std::to_string(h));
+  csv::Table t(header);
   for (const auto& layer : summary["layers"]) {
-    out << layer["layer"].get<int64_t>();
-    for (const auto& v : layer["heads"][measure]) out << "," << cell(v);
-    out << "\n";
+    std::vector<std::string> row = {std::to_string(layer["layer"].get<int64_t>())};
+    for (const auto& v : layer["heads"][measure]) row.push_back(cell(v));
+    t.row(row);
   }
-  return out.str();
+  return t.str();
+}
+
+// A measure's value in probe.md: a share in percent, else 3 decimals; "-" where there is none.
+std::string table_cell(const ProbeMeasure& m, const nlohmann::json& v) {
+  if (m.percent) return percent(v);
+  return v.is_number() ? cell(v, "{:.3f}") : "-";
 }
 
 std::string probe_markdown(const nlohmann::json& probe) {
@@ -55,14 +70,18 @@ std::string probe_markdown(const nlohmann::json& probe) {
   out << fmt::format("# Probe of {} (arm {}, step {})\n\n", p["checkpoint"].get<std::string>(),
                      p["arm"].get<std::string>(), p["step"].get<int64_t>())
       << fmt::format("{} sequences x {} tokens of {}; {}.\n\n", p["sequences"].get<int64_t>(), p["length"].get<int64_t>(),
-                     p["data"].get<std::string>(), p["dtype"].get<std::string>())
-      << "| layer | first-key mass | sink rate | phantom mass | read-norm ratio | exposure | mean gate | gates < 0.5 |\n"
-      << "|---|---:|---:|---:|---:|---:|---:|---:|\n";
-  auto row = [&](const std::string& label, const nlohmann::json& m, const nlohmann::json& rate) {
-    out << "| " << label << " | " << percent(m["first_key_mass"]) << " | " << percent(rate) << " | "
-        << percent(m["phantom_mass"]) << " | " << (m["read_norm_ratio"].is_number() ? cell(m["read_norm_ratio"], "{:.3f}") : "-")
-        << " | " << percent(m["exposure"]) << " | " << (m["gate_mean"].is_number() ? cell(m["gate_mean"], "{:.3f}") : "-")
-        << " | " << percent(m["gate_closed_share"]) << " |\n";
+                     p["data"].get<std::string>(), p["dtype"].get<std::string>());
+  out << "| layer |";
+  for (const auto* m : measures(true, false)) out << " " << m->label << " |";
+  out << "\n|---|";
+  for (size_t i = 0; i < measures(true, false).size(); ++i) out << "---:|";
+  out << "\n";
+  // A layer's means and its sink rate, or the model's (which holds both).
+  auto row = [&](const std::string& label, const nlohmann::json& means, const nlohmann::json& rate) {
+    out << "| " << label << " |";
+    for (const auto* m : measures(true, false))
+      out << " " << table_cell(*m, m->kind == ProbeMeasure::Kind::sink_rate ? rate : means[m->name]) << " |";
+    out << "\n";
   };
   for (const auto& layer : s["layers"]) row(std::to_string(layer["layer"].get<int64_t>()), layer["mean"], layer["sink_rate"]);
   row("model", s["model"], s["model"]["sink_rate"]);
@@ -75,10 +94,10 @@ std::string inject_stem(const nlohmann::json& inject) {
   return "inject_" + inject["options"]["kind"].get<std::string>() + "_" + inject["options"]["cutoff"].get<std::string>();
 }
 
-void dose_rows(std::ostream& out, const std::string& layers, const nlohmann::json& doses) {
+void dose_rows(csv::Table& t, const std::string& layers, const nlohmann::json& doses) {
   for (const auto& d : doses)
-    out << layers << "," << d["eps"].get<double>() << "," << fmt::format("{:.6f}", d["loss"].get<double>()) << ","
-        << fmt::format("{:.6f}", d["increase"].get<double>()) << "\n";
+    t.row({layers, fmt::format("{:g}", d["eps"].get<double>()), fmt::format("{:.6f}", d["loss"].get<double>()),
+           fmt::format("{:.6f}", d["increase"].get<double>())});
 }
 
 std::string layer_list(const nlohmann::json& layers) {
@@ -89,13 +108,12 @@ std::string layer_list(const nlohmann::json& layers) {
 
 std::string inject_csv(const nlohmann::json& inject) {
   const auto& r = inject["result"];
-  std::ostringstream out;
-  out << "layers,eps,loss,increase\n";
-  dose_rows(out, layer_list(r["layers"]), nlohmann::json::array({{{"eps", 0.0}, {"loss", r["clean_loss"]}, {"increase", 0.0}}}));
-  dose_rows(out, layer_list(r["layers"]), r["doses"]);
+  csv::Table t({"layers", "eps", "loss", "increase"});
+  dose_rows(t, layer_list(r["layers"]), nlohmann::json::array({{{"eps", 0.0}, {"loss", r["clean_loss"]}, {"increase", 0.0}}}));
+  dose_rows(t, layer_list(r["layers"]), r["doses"]);
   if (r.contains("per_layer"))
-    for (const auto& pl : r["per_layer"]) dose_rows(out, std::to_string(pl["layer"].get<int64_t>()), pl["doses"]);
-  return out.str();
+    for (const auto& pl : r["per_layer"]) dose_rows(t, std::to_string(pl["layer"].get<int64_t>()), pl["doses"]);
+  return t.str();
 }
 
 std::string inject_markdown(const nlohmann::json& inject) {
@@ -130,7 +148,7 @@ std::map<std::string, std::string> probe_files(const nlohmann::json& probe) {
   std::map<std::string, std::string> files = {{"probe.json", probe.dump(1) + "\n"},
                                               {"probe.md", probe_markdown(probe)},
                                               {"probe_heads.csv", heads_csv(probe["summary"])}};
-  for (const auto& m : probe_measures()) files["probe_" + m + ".csv"] = matrix_csv(probe["summary"], m);
+  for (const auto* m : measures(false, true)) files["probe_" + m->name + ".csv"] = matrix_csv(probe["summary"], m->name);
   return files;
 }
 
@@ -139,20 +157,9 @@ std::map<std::string, std::string> inject_files(const nlohmann::json& inject) {
   return {{stem + ".json", inject.dump(1) + "\n"}, {stem + ".csv", inject_csv(inject)}, {stem + ".md", inject_markdown(inject)}};
 }
 
-void write_files(const fs::path& dir, const std::map<std::string, std::string>& files) {
-  fs::create_directories(dir);
-  for (const auto& [name, text] : files) {
-    std::ofstream out(dir / name);
-    out << text;
-    if (!out) throw std::runtime_error((dir / name).string() + ": cannot write");
-  }
-}
-
 fs::path default_probe_dir(const fs::path& checkpoint) {
-  if (fs::is_directory(checkpoint / "checkpoints")) return checkpoint / "probes";
-  for (fs::path p = checkpoint; p.has_parent_path() && p != p.parent_path(); p = p.parent_path())
-    if (p.filename() == "checkpoints") return p.parent_path() / "probes";
-  return "probes";
+  const auto run = RunDir::containing(checkpoint);
+  return run ? run->probes_path() : fs::path("probes");
 }
 
 nlohmann::json result_key(const nlohmann::json& result) {

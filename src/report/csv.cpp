@@ -40,7 +40,7 @@ std::string runs_csv(const SweepReport& r) {
   for (const auto& run : r.runs)
     t.row({run.name, run.tier, run.variant, run.arm, std::to_string(run.seed), to_string(run.state.status),
            std::to_string(run.state.step), run.finished() ? number(run.final_val_loss()) : "",
-           run.finished() ? std::to_string(run.val_tokens()) : "", run.finished() ? run.val_fingerprint() : "",
+           run.finished() ? std::to_string(run.val_tokens()) : "", run.finished() ? std::to_string(run.val_fingerprint()) : "",
            describe(run.state)});
   return t.str();
 }

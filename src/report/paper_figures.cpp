@@ -1,5 +1,5 @@
-// Numbers copied from ../shared/paper_figures.md ("Paper 000 — abstention and filtering"), the
-// targets a GPU-scale reproduction is judged against. Keep in step with that file.
+// The numbers paper 000 ("abstention and filtering") reports, the targets a GPU-scale reproduction
+// is judged against; this file and paper_probe_figures.cpp are attnlab's only copy of them.
 #include "attnlab/paper_figures.h"
 
 #include <map>

@@ -1,5 +1,5 @@
-// Trained-model and junk-injection figures copied from ../shared/paper_figures.md (paper 000); keep
-// in step with that file. These are the paper's scales (124m, 350m), never ours.
+// Trained-model and junk-injection figures of paper 000, each with the sentence it comes from. These
+// are the paper's scales (124m, 350m), never ours.
 #include "attnlab/paper_figures.h"
 
 namespace attnlab {

@@ -2,8 +2,10 @@
 #include <spdlog/spdlog.h>
 
 #include "attnlab/arm.h"
+#include "attnlab/probe_measures.h"
 #include "attnlab/probe_report.h"
 #include "attnlab/progress.h"
+#include "attnlab/run_dir.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;
@@ -30,25 +32,25 @@ std::vector<InjectOptions> report_injections(const std::string& arm, const Probe
 nlohmann::json run_entry(const SweepReport& report, const RunRecord& run, const ProbeReportOptions& o) {
   nlohmann::json entry = {{"name", run.name}, {"tier", run.tier},   {"variant", run.variant}, {"arm", run.arm},
                           {"seed", run.seed}, {"probe", nullptr},   {"inject", nlohmann::json::array()}};
-  const fs::path dir = report.sweep_dir / run.name;
-  const ProbeSource source{dir, o.data_pattern, o.device};
+  const RunDir dir(report.sweep_dir / run.name);
+  const ProbeSource source{dir.path(), o.data_pattern, o.device};
   int reused = 0, computed = 0;
   try {
     bool hit = false;
     if (o.probes) {
-      entry["probe"] = cached_probe(source, o.data, dir / "probes", &hit);
+      entry["probe"] = cached_probe(source, o.data, dir.probes_path(), &hit);
       (hit ? reused : computed)++;
     }
     if (o.inject)
       for (const auto& io : report_injections(run.arm, o)) {
-        entry["inject"].push_back(cached_inject(source, o.data, io, dir / "probes", &hit));
+        entry["inject"].push_back(cached_inject(source, o.data, io, dir.probes_path(), &hit));
         (hit ? reused : computed)++;
       }
   } catch (const std::exception& e) {
     entry["error"] = e.what();
     spdlog::warn("probes of {}: {}", run.name, e.what());
   }
-  spdlog::info("probes of {}: {} computed, {} reused from {}", run.name, computed, reused, (dir / "probes").string());
+  spdlog::info("probes of {}: {} computed, {} reused from {}", run.name, computed, reused, dir.probes_path().string());
   return entry;
 }
 
@@ -63,7 +65,12 @@ nlohmann::json collect_probe_results(const SweepReport& report, const ProbeRepor
       runs.push_back(run_entry(report, run, o));
       if (o.progress) o.progress->advance();
     }
-  return {{"runs", runs}, {"eps", o.eps}, {"seed", o.seed}};
+  // The orders the plot script draws in: arms as the registry lists them, measures as the table.
+  nlohmann::json arm_order = nlohmann::json::array(), measures = nlohmann::json::array();
+  for (const auto& arm : all_arms()) arm_order.push_back(arm.name);
+  for (const auto& m : probe_measure_table())
+    measures.push_back({{"name", m.name}, {"label", m.label}, {"percent", m.percent}});
+  return {{"runs", runs}, {"eps", o.eps}, {"seed", o.seed}, {"arm_order", arm_order}, {"measures", measures}};
 }
 
 }  // namespace attnlab

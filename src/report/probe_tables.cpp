@@ -9,6 +9,7 @@
 #include "attnlab/arm.h"
 #include "attnlab/paired_stats.h"
 #include "attnlab/paper_figures.h"
+#include "attnlab/probe_measures.h"
 #include "attnlab/probe_report.h"
 
 namespace attnlab {
@@ -53,8 +54,9 @@ std::string opt_cell(const std::optional<double>& v, bool percent) {
   return percent ? fmt::format("{:.1f}%", 100 * *v) : fmt::format("{:.2f}", *v);
 }
 
-// Model-level value of `measure` over the arm's runs that have one.
+// Model-level value of `measure` over the arm's runs that have one. Throws for an unknown measure.
 std::vector<double> model_values(const Runs& runs, const std::string& measure) {
+  probe_measure(measure);
   std::vector<double> out;
   for (const auto* r : runs) {
     const auto& p = (*r)["probe"];
@@ -63,22 +65,39 @@ std::vector<double> model_values(const Runs& runs, const std::string& measure) {
   return out;
 }
 
+// The paper's figure for `measure` in one of its rows; none where it reports none.
+std::optional<double> paper_value(const PaperProbeRow& p, const std::string& measure) {
+  if (measure == "first_key_mass") return p.first_key_mass;
+  if (measure == "read_norm_ratio") return p.read_norm_ratio;
+  if (measure == "phantom_mass") return p.phantom_mass;
+  if (measure == "exposure") return p.exposure;
+  return std::nullopt;
+}
+
+// One column per measure of probe_measure_table() that tables show, in its order.
 void probe_table(std::ostream& out, const std::map<std::string, Runs>& arms, bool compare_paper) {
-  const std::vector<std::pair<std::string, bool>> cols = {
-      {"first_key_mass", true}, {"sink_rate", true}, {"read_norm_ratio", false}, {"phantom_mass", true},
-      {"exposure", true},       {"gate_mean", false}, {"gate_closed_share", true}};
-  out << "| arm | first-key mass | sink rate | read-norm ratio | phantom mass | exposure | mean gate | gates < 0.5 | n |\n"
-      << "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  std::vector<const ProbeMeasure*> cols;
+  for (const auto& m : probe_measure_table())
+    if (m.in_tables) cols.push_back(&m);
+  out << "| arm |";
+  for (const auto* m : cols) out << " " << m->label << " |";
+  out << " n |\n|---|";
+  for (size_t i = 0; i <= cols.size(); ++i) out << "---:|";
+  out << "\n";
   for (const auto& arm : arm_order(arms)) {
     out << "| " << arm << " |";
-    for (const auto& [m, pct] : cols) out << " " << stat_cell(model_values(arms.at(arm), m), pct) << " |";
+    for (const auto* m : cols) out << " " << stat_cell(model_values(arms.at(arm), m->name), m->percent) << " |";
     out << " " << model_values(arms.at(arm), "exposure").size() << " |\n";
   }
   if (!compare_paper) return;
-  for (const auto& p : paper_probe_rows())
-    out << "| *paper, " << p.scale << " scale:* " << p.arm << " | " << opt_cell(p.first_key_mass, true) << " | | "
-        << opt_cell(p.read_norm_ratio, false) << " | " << opt_cell(p.phantom_mass, true) << " | "
-        << opt_cell(p.exposure, true) << " | | | |\n";
+  for (const auto& p : paper_probe_rows()) {
+    out << "| *paper, " << p.scale << " scale:* " << p.arm << " |";
+    for (const auto* m : cols) {
+      const auto v = paper_value(p, m->name);
+      out << (v ? " " + opt_cell(v, m->percent) + " |" : " |");
+    }
+    out << " |\n";
+  }
 }
 
 // Increases of one (kind, cutoff) at each eps, and the clean losses, over an arm's runs.

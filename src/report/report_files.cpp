@@ -1,25 +1,20 @@
 // Writing the report's files, and handing report.json to the plotting script.
-#include <fstream>
 #include <stdexcept>
 
 #include "attnlab/report.h"
-#include "sweep/child_process.h"
+#include "attnlab/run_dir.h"
+#include "common/child_process.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;
 
 std::vector<fs::path> write_report_files(const SweepReport& report, const fs::path& out_dir) {
-  fs::create_directories(out_dir);
   std::map<std::string, std::string> files = report_csv(report);
   files["report.md"] = report_markdown(report);
   files["report.json"] = report_json(report).dump(1) + "\n";
+  write_outputs(out_dir, files);
   std::vector<fs::path> written;
-  for (const auto& [name, text] : files) {
-    std::ofstream out(out_dir / name);
-    out << text;
-    if (!out) throw std::runtime_error((out_dir / name).string() + ": cannot write");
-    written.push_back(out_dir / name);
-  }
+  for (const auto& [name, text] : files) written.push_back(out_dir / name);
   return written;
 }
 

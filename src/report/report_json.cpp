@@ -1,16 +1,15 @@
 // The report as JSON: every number with the seeds behind it, and the validation curves, for
 // tools/plot_report.py and for anyone who wants to redo the statistics.
 #include "attnlab/report.h"
+#include "common/json_number.h"
 #include "report/format.h"
 
 namespace attnlab {
 namespace {
 
-nlohmann::json number_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
-
 nlohmann::json stats_json(const SampleStats& s) {
   return {{"n", s.n},
-          {"mean", number_or_null(s.mean)},
+          {"mean", json_number(s.mean)},
           {"sd", s.sd ? nlohmann::json(*s.sd) : nlohmann::json()},
           {"sign", s.sign},
           {"same_sign", s.same_sign}};

@@ -1,14 +1,14 @@
-// Finding a sweep's runs and reading what they wrote. The manifest says which runs should exist, so
-// a run that never started is still reported; without one, run directories are found by their
-// config.yaml.
+// Finding a sweep's runs and reading what they wrote (through RunDir). The manifest says which runs
+// should exist, so a run that never started is still reported; without one, run directories are
+// found by their config.yaml.
 #include <algorithm>
 #include <fstream>
 #include <set>
 #include <stdexcept>
 
-#include <yaml-cpp/yaml.h>
-
 #include "attnlab/report.h"
+#include "attnlab/run_dir.h"
+#include "attnlab/sweep.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;
@@ -28,62 +28,29 @@ std::vector<TrainPoint> binned(const std::vector<TrainPoint>& points) {
   return out;
 }
 
-// The validation points and the (binned) training losses of a run's metrics.jsonl.
-void read_curves(const fs::path& metrics, RunRecord& run) {
-  std::vector<TrainPoint> train;
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) continue;
-    const int64_t step = j.value("step", int64_t{0}), tokens = j.value("tokens", int64_t{0});
-    if (j.value("val_loss", nlohmann::json()).is_number()) run.curve.push_back({step, tokens, j["val_loss"].get<double>()});
-    if (j.value("train_loss", nlohmann::json()).is_number()) train.push_back({step, tokens, j["train_loss"].get<double>()});
-  }
-  run.train_curve = binned(train);
-}
-
-// Tier, arm and seed of a run found without a manifest: final.json when there, else config.yaml.
+// Tier, arm and seed of a run found without a manifest: its final record when there, else its config.
 void identify(RunRecord& r, const fs::path& dir) {
-  if (r.state.final_json.is_object()) {
-    r.tier = r.state.final_json.value("tier", std::string());
-    r.arm = r.state.final_json.value("arm", std::string());
-    r.seed = r.state.final_json.value("seed", uint64_t{0});
+  if (const auto& f = r.state.final_record) {
+    r.tier = f->tier, r.arm = f->arm, r.seed = f->seed;
     return;
   }
   try {
-    const YAML::Node cfg = YAML::LoadFile((dir / "config.yaml").string());
-    if (cfg["tier"]) r.tier = cfg["tier"].as<std::string>();
-    if (cfg["model"] && cfg["model"]["arm"]) r.arm = cfg["model"]["arm"].as<std::string>();
-    if (cfg["seed"]) r.seed = cfg["seed"].as<uint64_t>();
-  } catch (const YAML::Exception&) {
-    r.state.detail += (r.state.detail.empty() ? "" : "; ") + std::string("config.yaml unreadable");
+    const auto cfg = RunDir(dir).config();
+    r.tier = cfg.tier, r.arm = cfg.model.arm, r.seed = cfg.seed;
+  } catch (const FileError& e) {
+    r.state.detail += (r.state.detail.empty() ? "" : "; ") + std::string("config.yaml unreadable: ") + e.problem();
   }
 }
 
-std::vector<RunRecord> from_manifest(const fs::path& sweep_dir, const nlohmann::json& manifest) {
+std::vector<RunRecord> from_manifest(const fs::path& sweep_dir, const std::vector<ManifestEntry>& manifest) {
   std::vector<RunRecord> runs;
-  for (const auto& entry : manifest.at("runs")) {
+  for (const auto& entry : manifest) {
     RunRecord r;
-    r.name = entry.at("name").get<std::string>();
-    r.tier = entry.value("tier", std::string());
-    r.arm = entry.value("arm", std::string());
-    r.seed = entry.value("seed", uint64_t{0});
-    r.variant = entry.value("variant", std::string());
-    r.state = inspect_run(sweep_dir / r.name, entry.value("config_hash", std::string()));
+    r.name = entry.name, r.tier = entry.tier, r.arm = entry.arm, r.seed = entry.seed, r.variant = entry.variant;
+    r.state = inspect_run(sweep_dir / r.name, entry.config_hash);
     runs.push_back(std::move(r));
   }
   return runs;
-}
-
-// The sweep layout <tier>/<arm>/<variant...>/s<seed> gives the variant back; other layouts have none.
-std::string variant_of(const RunRecord& r) {
-  std::vector<std::string> parts;
-  for (const auto& p : fs::path(r.name)) parts.push_back(p.string());
-  if (parts.size() < 3 || parts[0] != r.tier || parts[1] != r.arm || parts.back() != "s" + std::to_string(r.seed))
-    return "";
-  std::string variant;
-  for (size_t i = 2; i + 1 < parts.size(); ++i) variant += (variant.empty() ? "" : "/") + parts[i];
-  return variant;
 }
 
 // Two runs claiming the same (tier, variant, arm, seed) cannot both be paired; the later one
@@ -97,19 +64,13 @@ void separate_duplicates(std::vector<RunRecord>& runs) {
 }
 
 std::vector<RunRecord> from_scan(const fs::path& sweep_dir) {
-  std::vector<fs::path> dirs;
-  for (auto it = fs::recursive_directory_iterator(sweep_dir); it != fs::recursive_directory_iterator(); ++it) {
-    if (it->is_directory() && it->path().filename() == "checkpoints") it.disable_recursion_pending();
-    if (it->is_regular_file() && it->path().filename() == "config.yaml") dirs.push_back(it->path().parent_path());
-  }
-  std::sort(dirs.begin(), dirs.end());
   std::vector<RunRecord> runs;
-  for (const auto& dir : dirs) {
+  for (const auto& dir : find_run_dirs(sweep_dir)) {
     RunRecord r;
     r.name = fs::relative(dir, sweep_dir).string();
     r.state = inspect_run(dir);
     identify(r, dir);
-    r.variant = variant_of(r);
+    r.variant = variant_of_run_name(r.name, r.tier, r.arm, r.seed);  // the sweep's naming, read back
     runs.push_back(std::move(r));
   }
   separate_duplicates(runs);
@@ -118,30 +79,24 @@ std::vector<RunRecord> from_scan(const fs::path& sweep_dir) {
 
 }  // namespace
 
-double RunRecord::final_val_loss() const { return state.final_json.at("final_val_loss").get<double>(); }
-int64_t RunRecord::val_tokens() const { return state.final_json.value("val_tokens", int64_t{-1}); }
-// Compared as text: the trainer writes a number, hand-made files may write a string.
-std::string RunRecord::val_fingerprint() const {
-  const auto it = state.final_json.find("val_fingerprint");
-  if (it == state.final_json.end()) return "";
-  return it->is_string() ? it->get<std::string>() : it->dump();
-}
+double RunRecord::final_val_loss() const { return state.final_record.value().final_val_loss; }
+int64_t RunRecord::val_tokens() const { return state.final_record.value().val_tokens; }
+uint64_t RunRecord::val_fingerprint() const { return state.final_record.value().val_fingerprint; }
 
 std::vector<RunRecord> collect_runs(const fs::path& sweep_dir) {
   if (!fs::is_directory(sweep_dir)) throw std::runtime_error(sweep_dir.string() + ": no such sweep directory");
-  const fs::path manifest_path = sweep_dir / "manifest.json";
-  std::vector<RunRecord> runs;
-  if (fs::exists(manifest_path)) {
-    std::ifstream in(manifest_path);
-    const auto manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (manifest.is_discarded() || !manifest.contains("runs"))
-      throw std::runtime_error(manifest_path.string() + ": not a sweep manifest (unparsable, or no \"runs\")");
-    runs = from_manifest(sweep_dir, manifest);
-  } else {
-    runs = from_scan(sweep_dir);
-  }
+  const auto manifest = read_manifest(sweep_dir);
+  std::vector<RunRecord> runs = manifest ? from_manifest(sweep_dir, *manifest) : from_scan(sweep_dir);
   if (runs.empty()) throw std::runtime_error(sweep_dir.string() + ": no runs (no manifest.json, no run directory with a config.yaml)");
-  for (auto& r : runs) read_curves(sweep_dir / r.name / "metrics.jsonl", r);
+  for (auto& r : runs) {
+    try {
+      auto history = RunDir(sweep_dir / r.name).metrics();
+      r.curve = std::move(history.validation);
+      r.train_curve = binned(history.training);
+    } catch (const FileError& e) {  // an unreadable log costs the run its curve, not the report
+      r.state.detail += (r.state.detail.empty() ? "" : "; ") + std::string("metrics.jsonl: ") + e.problem();
+    }
+  }
   return runs;
 }
 

@@ -8,7 +8,6 @@
 #include <yaml-cpp/yaml.h>
 
 #include "attnlab/sweep.h"
-#include "checkpoint/posix_fs.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;
@@ -54,22 +53,16 @@ std::string includes_yaml(const SweepSpec& spec, const std::vector<std::string>&
          out.c_str() + "\n";
 }
 
-std::string path_safe(std::string s) {
-  for (char& c : s)
-    if (c == '/' || c == ' ' || c == '\\') c = '_';
-  return s;
-}
-
 // Fills name / variant / out_dir from the resolved config and the non-(tier, arm, seed) grid keys.
 void name_run(const SweepSpec& spec, SweepRun& run) {
   std::string variant;
   for (const auto& [key, value] : run.point) {
     if (key == "tier" || key == "model.arm" || key == "seed") continue;
-    variant += (variant.empty() ? "" : "/") + path_safe(key + "-" + value);
+    variant += (variant.empty() ? "" : "/") + variant_part(key, value);
   }
   const auto& cfg = run.resolved;
   run.variant = variant;
-  run.name = cfg.tier + "/" + cfg.model.arm + (variant.empty() ? "" : "/" + variant) + "/s" + std::to_string(cfg.seed);
+  run.name = sweep_run_name(cfg.tier, cfg.model.arm, variant, cfg.seed);
   run.out_dir = spec.out / run.name;
 }
 
@@ -81,7 +74,10 @@ struct ScratchDir {
     if (!::mkdtemp(tmpl.data())) throw SweepError("cannot create a temporary directory in " + fs::temp_directory_path().string());
     path = tmpl;
   }
-  ~ScratchDir() { detail::remove_tree(path); }  // not fs::remove_all: libtorch.so's copy crashes (posix_fs.h)
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);  // best effort: a leftover in the temporary directory harms nothing
+  }
 };
 
 SweepRun resolve_run(const SweepSpec& spec, const Point& point, const fs::path& scratch) {

@@ -2,11 +2,12 @@
 // report` can name runs that never produced a final.json.
 #include <chrono>
 #include <ctime>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "attnlab/sweep.h"
-#include "train/run_dir.h"
+#include "common/durable_file.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;
@@ -38,7 +39,7 @@ nlohmann::json run_json(const SweepRun& run, const RunState& state, const fs::pa
                       {"total_steps", run.resolved.total_steps()},
                       {"status", to_string(state.status)},
                       {"step", state.step}};
-  if (state.status == RunStatus::finished) j["final_val_loss"] = state.final_json["final_val_loss"];
+  if (state.status == RunStatus::finished) j["final_val_loss"] = state.final_record->final_val_loss;
   if (!state.detail.empty()) j["detail"] = state.detail;
   return j;
 }
@@ -60,9 +61,29 @@ nlohmann::json manifest_json(const SweepSpec& spec, const std::vector<SweepRun>&
           {"runs", list}};
 }
 
+std::optional<std::vector<ManifestEntry>> read_manifest(const fs::path& sweep_out) {
+  const fs::path path = sweep_out / "manifest.json";
+  if (!fs::exists(path)) return std::nullopt;
+  std::ifstream in(path);
+  const auto manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (manifest.is_discarded() || !manifest.contains("runs"))
+    throw SweepError(path.string() + ": not a sweep manifest (unparsable, or no \"runs\")");
+  std::vector<ManifestEntry> entries;
+  for (const auto& e : manifest["runs"]) {
+    try {
+      entries.push_back({e.at("name").get<std::string>(), e.at("tier").get<std::string>(), e.at("arm").get<std::string>(),
+                         e.at("variant").get<std::string>(), e.at("config_hash").get<std::string>(),
+                         e.at("seed").get<uint64_t>()});
+    } catch (const nlohmann::json::exception& ex) {
+      throw SweepError(path.string() + ": a run entry is incomplete (" + ex.what() + ")");
+    }
+  }
+  return entries;
+}
+
 void write_manifest(const SweepSpec& spec, const nlohmann::json& manifest) {
   fs::create_directories(spec.out);
-  run_dir::write_atomically(spec.out / "manifest.json", manifest.dump(2) + "\n");
+  detail::write_file_atomically(spec.out / "manifest.json", manifest.dump(2) + "\n");
 }
 
 }  // namespace attnlab

@@ -22,8 +22,8 @@
 
 #include "attnlab/progress.h"
 #include "attnlab/sweep.h"
-#include "sweep/child_process.h"
-#include "train/signals.h"
+#include "common/child_process.h"
+#include "common/signals.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;
@@ -95,8 +95,12 @@ class Pool {
   Pool(const SweepSpec& spec, const std::vector<SweepRun>& runs, const SweepOptions& options)
       : spec_(spec), runs_(runs), options_(options) {
     log_ = options.log ? options.log : [](const std::string& line) { spdlog::info("{}", line); };
-    workers_ = options.workers > 0 ? options.workers : default_workers(runs, options.gpus);
+    workers_ = options.workers > 0 ? options.workers : default_workers(runs, options.gpus, options.gpus_per_run);
     if (options.gpus > 0) gpus_ = gpu_ids(options.gpus);
+    per_run_ = std::max<int64_t>(1, options.gpus_per_run);
+    if (per_run_ > 1 && static_cast<int64_t>(gpus_.size()) < per_run_ * workers_)
+      throw SweepError(fmt::format("sweep: {} worker(s) x --gpus-per-run {} need {} GPUs; {} available", workers_,
+                                   per_run_, per_run_ * workers_, gpus_.size()));
     slots_.assign(static_cast<size_t>(workers_), false);
   }
 
@@ -143,11 +147,13 @@ class Pool {
     const auto& run = runs_[i];
     const int64_t slot = free_slot();
     std::vector<std::string> env;
-    if (!gpus_.empty()) env.push_back("CUDA_VISIBLE_DEVICES=" + gpus_[static_cast<size_t>(slot) % gpus_.size()]);
+    if (!gpus_.empty()) env.push_back("CUDA_VISIBLE_DEVICES=" + devices_of(slot));
+    auto args = train_arguments(run);
+    if (per_run_ > 1) args.insert(args.end(), {"--nproc", std::to_string(per_run_)});  // one rank per GPU of the slot
     const auto& state = states_[i];
     pid_t pid = 0;
     try {
-      pid = process::spawn(options_.executable, train_arguments(run), log_path(spec_, run), env);
+      pid = process::spawn(options_.executable, args, log_path(spec_, run), env);
     } catch (const std::runtime_error& e) {  // counted like a failed run: the workers already running go on
       ++outcome_.failed;
       slots_[static_cast<size_t>(slot)] = false;
@@ -157,7 +163,16 @@ class Pool {
     active_.push_back({pid, i, slot, Clock::now()});
     log_(fmt::format("start {} ({}){}", run.name,
                      state.status == RunStatus::not_started ? "new" : describe(state),
-                     gpus_.empty() ? "" : " on GPU " + gpus_[static_cast<size_t>(slot) % gpus_.size()]));
+                     gpus_.empty() ? "" : " on GPU " + devices_of(slot)));
+  }
+
+  // The slot's devices: the k-th disjoint set of per_run_ (with one GPU per run, GPUs are shared
+  // round-robin when there are more workers than GPUs).
+  std::string devices_of(int64_t slot) const {
+    std::string ids;
+    for (int64_t j = 0; j < per_run_; ++j)
+      ids += (j ? "," : "") + gpus_[static_cast<size_t>(slot * per_run_ + j) % gpus_.size()];
+    return ids;
   }
 
   // First stop request: pass it to every child (a terminal's Ctrl-C reaches them anyway; a SIGTERM
@@ -208,7 +223,7 @@ class Pool {
     if (code == 0 && state.status == RunStatus::finished) {
       ++outcome_.finished;
       run_seconds_.push_back(secs);
-      log_(fmt::format("done  {} in {:.0f}s: val loss {:.4f}", run.name, secs, state.final_json["final_val_loss"].get<double>()));
+      log_(fmt::format("done  {} in {:.0f}s: val loss {:.4f}", run.name, secs, state.final_record->final_val_loss));
     } else if (code >= 128) {
       ++outcome_.interrupted;
       log_(fmt::format("stopped {} ({}, exit {})", run.name, describe(state), code));
@@ -226,6 +241,7 @@ class Pool {
   std::function<void(const std::string&)> log_;
   int64_t workers_ = 1;
   std::vector<std::string> gpus_;
+  int64_t per_run_ = 1;  // GPUs (ranks) per run
   std::vector<bool> slots_;
   std::vector<Worker> active_;
   std::deque<size_t> queue_;         // runs not started yet, in manifest order
@@ -249,8 +265,8 @@ double sweep_eta_seconds(double mean_run_seconds, int64_t queued, const std::vec
   return work / double(std::min(std::max<int64_t>(1, workers), left));
 }
 
-int64_t default_workers(const std::vector<SweepRun>& runs, int64_t gpus) {
-  if (gpus > 0) return gpus;
+int64_t default_workers(const std::vector<SweepRun>& runs, int64_t gpus, int64_t gpus_per_run) {
+  if (gpus > 0) return std::max<int64_t>(1, gpus / std::max<int64_t>(1, gpus_per_run));
   const int64_t cores = usable_cores();
   int64_t threads = 1;
   for (const auto& run : runs) threads = std::max(threads, run.resolved.train.threads > 0 ? run.resolved.train.threads : cores);

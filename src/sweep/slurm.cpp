@@ -1,6 +1,8 @@
 // `attnlab sweep --emit slurm`: a job array whose task k runs the sweep's run k with the same
-// binary and arguments as the local runner. Resume needs nothing special: the trainer resumes from
-// the run's newest checkpoint, and returns at once for a finished run.
+// binary and arguments as the local runner (split into several arrays past Slurm's MaxArraySize),
+// as one process or as a data-parallel job of srun tasks. Resume needs nothing special: the trainer
+// resumes from the run's newest checkpoint, and returns at once for a finished run.
+#include <algorithm>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -17,12 +19,18 @@ std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
-std::string header(const SweepSpec& spec, size_t n_runs) {
+// The runs [first, first + count) of the grid, as one array.
+struct Part {
+  size_t first = 0, count = 0;
+  fs::path script;
+};
+
+std::string header(const SweepSpec& spec, const Part& part, const SlurmLayout& layout) {
   const fs::path logs = fs::absolute(spec.out / "logs").lexically_normal();
   std::string text = fmt::format(
       "#!/bin/bash\n"
       "# Slurm job array for sweep '{}' ({}), written by `attnlab sweep --emit slurm`.\n"
-      "# Task k runs the k-th run of manifest.json. Submit with: sbatch {}\n"
+      "# Task k runs run {} + k of manifest.json. Submit with: sbatch {}\n"
       "# Re-running a task resumes its run from the newest checkpoint (a finished run returns at once),\n"
       "# so requeueing, after preemption or the time limit, is always safe.\n"
       "#SBATCH --job-name=attnlab-{}\n"
@@ -32,17 +40,22 @@ std::string header(const SweepSpec& spec, size_t n_runs) {
       "#SBATCH --cpus-per-task={}\n"
       "#SBATCH --signal=B:USR1@300\n"
       "#SBATCH --output={}/slurm-%A_%a.out\n",
-      spec.name, spec.file.string(), (spec.out / "slurm" / (spec.name + ".sbatch")).string(), spec.name, n_runs - 1,
+      spec.name, spec.file.string(), part.first, part.script.string(), spec.name, part.count - 1,
       spec.threads_per_run, logs.string());
+  if (layout.gpus_per_node > 0) {  // one srun task (rank) per GPU, each seeing its node's GPUs
+    text += fmt::format("#SBATCH --nodes={}\n#SBATCH --ntasks-per-node={}\n#SBATCH --gpus-per-node={}\n", layout.nodes,
+                        layout.gpus_per_node, layout.gpus_per_node);
+  }
   for (const auto& [key, value] : spec.slurm) text += "#SBATCH --" + key + "=" + value + "\n";
   return text;
 }
 
-std::string run_table(const std::vector<SweepRun>& runs) {
+std::string run_table(const std::vector<SweepRun>& runs, const Part& part) {
   std::string text = "case \"${SLURM_ARRAY_TASK_ID:?submit with sbatch, or set SLURM_ARRAY_TASK_ID}\" in\n";
-  for (size_t i = 0; i < runs.size(); ++i) {
-    text += fmt::format("  {}) RUN={}; ARGS=(", i, shell_quote(runs[i].name));
-    const auto args = train_arguments(runs[i]);
+  for (size_t i = 0; i < part.count; ++i) {
+    const auto& run = runs[part.first + i];
+    text += fmt::format("  {}) RUN={}; ARGS=(", i, shell_quote(run.name));
+    const auto args = train_arguments(run);
     for (size_t a = 0; a < args.size(); ++a) text += (a ? " " : "") + shell_quote(args[a]);
     text += ") ;;\n";
   }
@@ -50,12 +63,24 @@ std::string run_table(const std::vector<SweepRun>& runs) {
   return text;
 }
 
+// One process per run.
+const char* kLaunchOne = R"SH("$ATTNLAB" "${ARGS[@]}" &
+)SH";
+
+// A data-parallel job: one srun task per GPU, torchrun's variables from Slurm's (docs/distributed.md);
+// srun forwards the script's SIGTERM to every rank, and --kill-on-bad-exit ends the job when one fails.
+const char* kLaunchRanks = R"SH(export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))
+srun --kill-on-bad-exit=1 bash -c \
+  'RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID exec "$0" "$@"' "$ATTNLAB" "${ARGS[@]}" &
+)SH";
+
 // Slurm signals the batch shell (USR1 300 s before the time limit, TERM on preemption); the trainer
 // must get it to save a checkpoint, and an interrupted task puts itself back in the queue.
-const char* kBody = R"SH(echo "[attnlab] $RUN (array task $SLURM_ARRAY_TASK_ID, restart ${SLURM_RESTART_COUNT:-0})"
+const char* kPrologue = R"SH(echo "[attnlab] $RUN (array task $SLURM_ARRAY_TASK_ID, restart ${SLURM_RESTART_COUNT:-0})"
 trap '[ -n "${pid:-}" ] && kill -TERM "$pid" 2>/dev/null' TERM USR1
-"$ATTNLAB" "${ARGS[@]}" &
-pid=$!
+)SH";
+const char* kBody = R"SH(pid=$!
 while kill -0 "$pid" 2>/dev/null; do wait "$pid" || true; done
 rc=0
 wait "$pid" || rc=$?
@@ -66,23 +91,43 @@ fi
 exit "$rc"
 )SH";
 
+// Arrays of at most kSlurmMaxArrayIndex tasks (indices 0..999, within Slurm's default MaxArraySize
+// of 1001), so a 1,080-run grid becomes two arrays rather than one that sbatch would refuse.
+std::vector<Part> split(const SweepSpec& spec, size_t n_runs) {
+  const size_t per_part = static_cast<size_t>(kSlurmMaxArrayIndex);
+  std::vector<Part> parts;
+  for (size_t first = 0; first < n_runs; first += per_part) parts.push_back({first, std::min(per_part, n_runs - first), {}});
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string name = parts.size() == 1 ? spec.name : fmt::format("{}.part{}", spec.name, i);
+    parts[i].script = spec.out / "slurm" / (name + ".sbatch");
+  }
+  return parts;
+}
+
 }  // namespace
 
-fs::path emit_slurm(const SweepSpec& spec, const std::vector<SweepRun>& runs, const fs::path& executable) {
+std::vector<fs::path> emit_slurm(const SweepSpec& spec, const std::vector<SweepRun>& runs, const fs::path& executable,
+                                 const SlurmLayout& layout) {
   if (runs.empty()) throw SweepError(spec.file.string() + ": the grid has no runs");
+  if (layout.nodes < 1 || layout.gpus_per_node < 0 || (layout.nodes > 1 && layout.gpus_per_node == 0))
+    throw SweepError(fmt::format("--emit slurm: {} node(s) x {} GPU(s) per node is not a layout (nodes >= 1; "
+                                 "several nodes need GPUs per node)", layout.nodes, layout.gpus_per_node));
   write_run_configs(spec, runs);
   fs::create_directories(spec.out / "logs");
   fs::create_directories(spec.out / "slurm");
-  const fs::path script = spec.out / "slurm" / (spec.name + ".sbatch");
-  std::ofstream out(script);
-  out << header(spec, runs.size()) << "set -uo pipefail\n"
-      << "cd " << shell_quote(fs::current_path().string()) << "\n"
-      << "ATTNLAB=" << shell_quote(fs::absolute(executable).string()) << "\n"
-      << run_table(runs) << kBody;
-  if (!out) throw SweepError(script.string() + ": cannot write");
-  out.close();
-  fs::permissions(script, fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add);
-  return script;
+  std::vector<fs::path> scripts;
+  for (const auto& part : split(spec, runs.size())) {
+    std::ofstream out(part.script);
+    out << header(spec, part, layout) << "set -uo pipefail\n"
+        << "cd " << shell_quote(fs::current_path().string()) << "\n"
+        << "ATTNLAB=" << shell_quote(fs::absolute(executable).string()) << "\n"
+        << run_table(runs, part) << kPrologue << (layout.gpus_per_node > 0 ? kLaunchRanks : kLaunchOne) << kBody;
+    if (!out) throw SweepError(part.script.string() + ": cannot write");
+    out.close();
+    fs::permissions(part.script, fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add);
+    scripts.push_back(part.script);
+  }
+  return scripts;
 }
 
 }  // namespace attnlab

@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "attnlab/sweep.h"
+#include "config/yaml_io.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;
@@ -85,9 +86,9 @@ SweepSpec load_sweep(const fs::path& path) {
   const std::string file = path.string();
   YAML::Node root;
   try {
-    root = YAML::LoadFile(file);
-  } catch (const YAML::Exception& e) {
-    throw SweepError(file + ": " + e.what());
+    root = yaml_io::load_yaml_file(path);  // refuses duplicate keys (two grid:), naming both lines
+  } catch (const ConfigError& e) {
+    throw SweepError(e.what());
   }
   if (!root.IsMap()) throw SweepError(file + ": a sweep file must be a mapping of keys");
   for (const auto& kv : root)
@@ -108,9 +109,9 @@ SweepSpec load_sweep(const fs::path& path) {
   spec.out = root["out"].as<std::string>();
   if (root["threads_per_run"]) {
     try {
-      spec.threads_per_run = root["threads_per_run"].as<int64_t>();
-    } catch (const YAML::Exception&) {
-      throw SweepError(file + ": threads_per_run: expected an integer");
+      spec.threads_per_run = yaml_io::read_scalar<int64_t>(root["threads_per_run"], "threads_per_run");  // never octal
+    } catch (const ConfigError& e) {
+      throw SweepError(file + ": " + e.what());
     }
     if (spec.threads_per_run < 1) throw SweepError(file + ": threads_per_run: must be at least 1");
   }

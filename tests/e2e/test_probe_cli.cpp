@@ -50,7 +50,7 @@ class ProbeE2E : public ::testing::Test {
     std::ofstream(d / "sweeps/toy.yaml")
         << "base: ../base.yaml\nout: " << (d / "out").string()
         << "\nset:\n  train.max_steps: 8\n  eval.every: 4\n  checkpoint.every: 4\n"
-        << "grid:\n  tier: [tiny]\n  model.arm: [baseline, off_by_one, sink_token, sink_logit, norm_gate, proj_gate, renorm, combo, combo2]\n  seed: [1]\n";
+        << "grid:\n  tier: [tiny]\n  model.arm: [" << registry_arms() << "]\n  seed: [1]\n";
     for (const auto& run : expand_sweep(load_sweep(d / "sweeps/toy.yaml"))) ASSERT_EQ(train(run.resolved).status, TrainStatus::finished);
   }
   static void TearDownTestSuite() { delete tmp_; }
@@ -61,12 +61,16 @@ class ProbeE2E : public ::testing::Test {
     return {};
   }
   static testing::TempDir* tmp_;
+  // Every arm of the registry, as a YAML list's items.
+  static std::string registry_arms() {
+    std::string list;
+    for (const auto& arm : all_arms()) list += (list.empty() ? "" : ", ") + arm.name;
+    return list;
+  }
 };
 testing::TempDir* ProbeE2E::tmp_ = nullptr;
 
 TEST_F(ProbeE2E, ProbeWritesProvenanceAndMatricesForEveryArm) {
-  const std::set<std::string> sinks = {"off_by_one", "sink_logit", "combo", "combo2"};
-  const std::set<std::string> gates = {"norm_gate", "proj_gate", "renorm", "combo", "combo2"};
   for (const auto& spec : all_arms()) {
     const std::string& arm = spec.name;
     const auto run = run_dir(arm);
@@ -78,8 +82,8 @@ TEST_F(ProbeE2E, ProbeWritesProvenanceAndMatricesForEveryArm) {
     EXPECT_EQ(j["provenance"]["step"], 8);
     EXPECT_EQ(j["provenance"]["sequences"], 6);
     EXPECT_EQ(j["provenance"]["length"], 16);
-    EXPECT_EQ(j["summary"]["model"]["phantom_mass"].is_number(), sinks.count(arm) == 1) << arm;
-    EXPECT_EQ(j["summary"]["model"]["gate_mean"].is_number(), gates.count(arm) == 1) << arm;
+    EXPECT_EQ(j["summary"]["model"]["phantom_mass"].is_number(), spec.sink != SinkKind::none) << arm;
+    EXPECT_EQ(j["summary"]["model"]["gate_mean"].is_number(), spec.gate != GateKind::none) << arm;
     // The matrix CSV holds the JSON's per-head values, layer by layer.
     std::istringstream csv(read(run / "probes/probe_first_key_mass.csv"));
     std::string line;
@@ -160,7 +164,7 @@ TEST_F(ProbeE2E, ReportPrintsTheTablesAndReusesTheCache) {
   for (const auto& r : results["runs"]) {
     EXPECT_TRUE(r["probe"].is_object()) << r["name"];
     EXPECT_FALSE(r.contains("error")) << r["name"] << ": " << r["error"];
-    const bool projection = r["arm"] == "proj_gate" || r["arm"] == "combo2";
+    const bool projection = arm_by_name(r["arm"].get<std::string>()).gate == GateKind::projection;
     EXPECT_EQ(r["inject"].size(), projection ? 6u : 4u) << r["name"];
   }
   const auto probe_file = run_dir("baseline") / "probes/probe.json";

@@ -185,7 +185,7 @@ TEST_F(SweepE2E, SigtermReachesTheWorkersAndTheSameCommandFinishes) {
 TEST_F(SweepE2E, SlurmTaskRunsTheSameTrainCommand) {
   const auto spec = load_sweep(sweep_file(6, "[1]"));
   const auto runs = expand_sweep(spec);
-  const auto script = emit_slurm(spec, runs, kAttnlab);
+  const auto script = emit_slurm(spec, runs, kAttnlab).front();
   // Outside Slurm: choose the array task by hand; no SLURM_ARRAY_JOB_ID, so no requeue.
   const std::string cmd = "env -u SLURM_ARRAY_JOB_ID SLURM_ARRAY_TASK_ID=1 bash " + script.string() + " > " +
                           (dir() / "task.log").string() + " 2>&1";

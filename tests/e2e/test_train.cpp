@@ -1,5 +1,5 @@
-// End to end: tiny training runs on hand-made shards. Exact resume, refusals, corrupt checkpoints,
-// NaN loss, falling validation loss.
+// End to end: tiny training runs on hand-made shards. Exact resume, refusals, corrupt or damaged
+// checkpoints, non-finite losses and gradients, budget changes, falling validation loss.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -17,6 +17,7 @@
 #include "attnlab/lr_schedule.h"
 #include "attnlab/shards.h"
 #include "attnlab/trainer.h"
+#include "unit/checkpoint_surgery.h"
 
 namespace attnlab {
 namespace {
@@ -180,6 +181,165 @@ TEST_F(TrainTest, NonFiniteLossStopsAndKeepsTheLastGoodCheckpoint) {
   EXPECT_NO_THROW(load_checkpoint(ckpts.back().dir));
 }
 
+// A gradient element planted at step 3 (0-based 2) by the test hook.
+TrainOptions plant_gradient(float value, int64_t at_step = 2) {
+  TrainOptions options;
+  options.after_backward = [value, at_step](GPTImpl& model, int64_t step) {
+    if (step == at_step) model.named_parameters()["h.0.mlp.c_fc.weight"].mutable_grad()[1][2] = value;
+  };
+  return options;
+}
+
+// Every checkpoint under a final name loads and holds finite weights.
+void expect_all_checkpoints_good(const fs::path& run) {
+  for (const auto& c : list_checkpoints(run)) {
+    const auto ckpt = load_checkpoint(c.dir);
+    for (const auto& [name, w] : ckpt.weights)
+      EXPECT_TRUE(torch::isfinite(w).all().item<bool>()) << c.dir << " " << name;
+  }
+}
+
+TEST_F(TrainTest, NonFiniteGradientStopsBeforeTheUpdate) {
+  const std::vector<std::pair<float, std::string>> cases = {{INFINITY, "1"}, {-INFINITY, "0"}, {NAN, "1"}, {NAN, "0"}};
+  for (const auto& [value, clip] : cases) {
+    const std::string run = "clip" + clip + "_" + std::to_string(std::isnan(value) ? 0 : int(value > 0) + 1);
+    SCOPED_TRACE(run);
+    const auto msg = error_of<TrainError>([&] {
+      train(config(run, {"checkpoint.every=1", "optim.grad_clip=" + clip}), plant_gradient(value));
+    });
+    EXPECT_NE(msg.find(std::isnan(value) ? "non-finite gradient norm (nan) at step 3"
+                                         : "non-finite gradient norm (inf) at step 3"),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("step_000002 (step 2), is kept"), std::string::npos) << msg;
+    EXPECT_EQ(list_checkpoints(dir_ / run).back().step, 2);
+    expect_all_checkpoints_good(dir_ / run);
+  }
+}
+
+// Gradients 1e25 times their size at step 3: their float32 sum of squares overflows, yet the norm
+// logged is the float64 one, clipping brings them to the limit and the run finishes finite.
+TEST_F(TrainTest, HugeFiniteGradientsAreClippedNotZeroedOrNaN) {
+  double planted_norm = 0.0;
+  TrainOptions options;
+  options.after_backward = [&](GPTImpl& model, int64_t step) {
+    if (step != 2) return;
+    double sum = 0.0;
+    for (auto& p : model.parameters()) {
+      p.mutable_grad().mul_(1e25f);
+      sum += p.grad().to(torch::kDouble).square().sum().item<double>();
+    }
+    planted_norm = std::sqrt(sum);
+  };
+  const auto result = train(config("a"), options);
+  EXPECT_EQ(result.status, TrainStatus::finished);
+  EXPECT_TRUE(std::isfinite(result.final_val_loss));
+  const auto lines = metrics(dir_ / "a");
+  ASSERT_TRUE(lines[2]["grad_norm"].is_number()) << lines[2];
+  EXPECT_NEAR(lines[2]["grad_norm"].get<double>() / planted_norm, 1.0, 1e-9);
+  expect_all_checkpoints_good(dir_ / "a");
+}
+
+// A weight set to NaN after step 4's gradients: step 4's update makes the model NaN, its evaluation
+// says so, and the run stops without saving step 4 and without final.json.
+TEST_F(TrainTest, NonFiniteValidationLossStopsWithoutSaving) {
+  TrainOptions options;
+  options.after_backward = [](GPTImpl& model, int64_t step) {
+    torch::NoGradGuard no_grad;
+    if (step == 3) model.named_parameters()["ln_f.weight"][0] = NAN;
+  };
+  const auto msg = error_of<TrainError>([&] {
+    train(config("a", {"train.max_steps=4", "checkpoint.every=1", "eval.every=4"}), options);
+  });
+  EXPECT_NE(msg.find("non-finite validation loss at step 4"), std::string::npos) << msg;
+  EXPECT_EQ(list_checkpoints(dir_ / "a").back().step, 3);
+  expect_all_checkpoints_good(dir_ / "a");
+  EXPECT_FALSE(fs::exists(dir_ / "a/final.json"));
+}
+
+// The same at a step without evaluation: the save refuses the NaN weights.
+TEST_F(TrainTest, NonFiniteWeightsAreNeverSaved) {
+  TrainOptions options;
+  options.after_backward = [](GPTImpl& model, int64_t step) {
+    torch::NoGradGuard no_grad;
+    if (step == 2) model.named_parameters()["ln_f.weight"][0] = NAN;
+  };
+  const auto msg = error_of<CheckpointError>([&] { train(config("a", {"checkpoint.every=1"}), options); });
+  EXPECT_NE(msg.find("tensor 'ln_f.weight' holds NaN or infinity"), std::string::npos) << msg;
+  EXPECT_EQ(list_checkpoints(dir_ / "a").back().step, 2);
+  expect_all_checkpoints_good(dir_ / "a");
+}
+
+// A state.json edited after the save (its step 6 made 5: a skewed schedule) is refused by its
+// checksum; the run resumes from the checkpoint before and ends as an uninterrupted one.
+TEST_F(TrainTest, EditedStateJsonFallsBackAndFinishesIdentically) {
+  TrainOptions stop;
+  stop.stop_after_steps = 6;  // checkpoints at 3 and 6
+  train(config("a"), stop);
+  const fs::path state = checkpoint_dir(dir_ / "a", 6) / "state.json";
+  std::string text = testing::file_text(state);
+  text.replace(text.find("\"step\": 6"), 9, "\"step\": 5");
+  testing::write_text_file(state, text);
+  const auto resumed = train(config("a"));
+  EXPECT_EQ(metrics(dir_ / "a").size(), 12u);
+  EXPECT_EQ(resumed.final_val_loss, train(config("ref")).final_val_loss);
+}
+
+// Damage behind intact checksums that only restoring sees (a renamed optimizer tensor, an RNG state
+// of another size, other model dimensions) makes the resume fall back, not fail.
+TEST_F(TrainTest, RestoreErrorsFallBackToThePreviousCheckpoint) {
+  const double straight = train(config("ref")).final_val_loss;
+  const std::vector<std::function<void(const fs::path&)>> damages = {
+      [](const fs::path& d) {
+        testing::edit_tensors(d, "optimizer.safetensors", [](TensorMap& t, SafetensorsMetadata&) {
+          t["exp_avg.wte.weights"] = t.at("exp_avg.wte.weight");
+          t.erase("exp_avg.wte.weight");
+        });
+      },
+      [](const fs::path& d) {
+        testing::reseal(d, [](nlohmann::json& j) { j["rng"]["cpu"] = j["rng"]["cpu"].get<std::string>() + "00"; });
+      },
+      [](const fs::path& d) { testing::reseal(d, [](nlohmann::json& j) { j["model"]["n_head"] = 4; }); },
+  };
+  for (size_t i = 0; i < damages.size(); ++i) {
+    SCOPED_TRACE(i);
+    const std::string run = "r" + std::to_string(i);
+    TrainOptions stop;
+    stop.stop_after_steps = 6;
+    train(config(run), stop);
+    damages[i](checkpoint_dir(dir_ / run, 6));
+    const auto resumed = train(config(run));
+    EXPECT_EQ(resumed.status, TrainStatus::finished);
+    EXPECT_EQ(metrics(dir_ / run).size(), 12u);
+    EXPECT_EQ(resumed.final_val_loss, straight);
+  }
+}
+
+// A resume under a larger step budget re-shapes the cosine of the steps to come: metrics.jsonl
+// records it with the next step's learning rate under both budgets.
+TEST_F(TrainTest, BudgetChangeOnResumeIsRecorded) {
+  TrainOptions stop;
+  stop.stop_after_steps = 5;
+  train(config("a"), stop);
+  const auto cfg = config("a", {"train.max_steps=24"});
+  train(cfg);
+  std::vector<nlohmann::json> records;
+  for (const auto& line : metrics(dir_ / "a"))
+    if (line.value("type", "") == "schedule_change") records.push_back(line);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0]["step"], 5);
+  EXPECT_EQ(records[0]["total_steps_before"], 12);
+  EXPECT_EQ(records[0]["total_steps"], 24);
+  EXPECT_DOUBLE_EQ(records[0]["next_lr_before"].get<double>(), learning_rate(cfg.optim, 5, 12));
+  EXPECT_DOUBLE_EQ(records[0]["next_lr"].get<double>(), learning_rate(cfg.optim, 5, 24));
+  EXPECT_NE(records[0]["next_lr"], records[0]["next_lr_before"]);
+  // The same budget again: nothing more to record.
+  train(config("a", {"train.max_steps=24"}));
+  size_t count = 0;
+  for (const auto& line : metrics(dir_ / "a")) count += line.value("type", "") == "schedule_change";
+  EXPECT_EQ(count, 1u);
+}
+
 TEST_F(TrainTest, MissingShardsNameThePattern) {
   const auto msg = error_of<DataError>([&] { train(config("a", {"data.train=" + (dir_ / "nothing_*.bin").string()})); });
   EXPECT_NE(msg.find("nothing_*.bin"), std::string::npos) << msg;
@@ -210,7 +370,7 @@ TEST_F(TrainTest, BranchRunStartsFromTheCheckpointAndRecordsItsParent) {
   EXPECT_EQ(final_json["parent"]["step"], 6);
 }
 
-// Issue 7's keep/remove-decay test rests on this: the branch's first step is exactly one AdamW step
+// The keep/remove-decay branch (docs/retention.md) rests on this: the branch's first step is exactly one AdamW step
 // from the parent's full state (weights, moments, step count, data position) with the overridden
 // weight decay. The expected step is computed here from the loaded parent checkpoint by hand.
 TEST_F(TrainTest, BranchFirstStepIsAnAdamWStepWithoutDecayFromTheParentsFullState) {
@@ -237,7 +397,7 @@ TEST_F(TrainTest, BranchFirstStepIsAnAdamWStepWithoutDecayFromTheParentsFullStat
   BatchSampler sampler(std::make_shared<const ShardSet>(ShardSet::open(cfg.data.train, 64)),
                        BatchSamplerOptions{cfg.train.batch_size, cfg.train.seq_len, cfg.seed});
   for (int64_t micro = 0; micro < 2; ++micro) {
-    const auto batch = sampler.batch(6, micro);
+    const auto batch = sampler.batch(6, micro * cfg.train.batch_size);
     (lm_loss(model->forward(batch.x), batch.y) / 2.0).backward();
   }
   const double lr = learning_rate(cfg.optim, 6, cfg.total_steps());
@@ -260,7 +420,7 @@ TEST_F(TrainTest, BranchFirstStepIsAnAdamWStepWithoutDecayFromTheParentsFullStat
   EXPECT_GT(decay_effect, 20 * 1e-6);  // had the branch kept lambda = 0.1, the check above would fail
 }
 
-// Activation tracking (issue 7) is one forward pass that changes nothing the run computes: with it on,
+// Activation tracking is one forward pass that changes nothing the run computes: with it on,
 // and interrupted, a run ends bit-identical to one without it; the records land at the steps asked;
 // log-spaced and keep_every checkpoints survive retention.
 TEST_F(TrainTest, ActivationTrackingChangesNothingAndSurvivesResume) {

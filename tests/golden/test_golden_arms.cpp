@@ -1,5 +1,6 @@
-// SPEC section 1 against shared/golden/attention_arms.json (copied to tests/data/golden): values from
-// an independent float64 implementation. Outputs must agree to 1e-12, gradients to 1e-7 (the golden
+// The attention form of docs/arms.md against tests/data/golden/attention_arms.json: values from an
+// independent float64 implementation (reproduced by tools/golden_arms.py, which also writes the values
+// of an arm the file lacks: the tenth-arm test). Outputs must agree to 1e-12, gradients to 1e-7 (the golden
 // gradients are central finite differences with absolute error about 1e-9).
 #include <gtest/gtest.h>
 
@@ -9,19 +10,14 @@
 #include <torch/torch.h>
 
 #include "attnlab/arm_attention.h"
+#include "extra_arm.h"
 
 namespace attnlab {
 namespace {
 
 using json = nlohmann::json;
 
-const json& golden() {
-  static const json data = [] {
-    std::ifstream in(std::string(ATTNLAB_SOURCE_DIR) + "/tests/data/golden/attention_arms.json");
-    return json::parse(in);
-  }();
-  return data;
-}
+const json& golden() { return testing_extra::golden_values(); }
 
 // Nested JSON arrays -> float64 tensor of the given shape.
 at::Tensor tensor_of(const json& j, at::IntArrayRef shape) {

@@ -57,6 +57,15 @@ inline Leaves make_leaves(const Case& c, const at::Device& device = at::kCPU) {
 }
 
 /// Outputs and gradients of loss = sum(o * R) + sum(lse' * S), lse' = lse with -inf rows set to 0.
+/// The same leaves in float64 (exact upcasts, fresh leaves): the reference a float32 kernel is held
+/// to, so a tolerance measures the kernel's own rounding and not the float32 reference's too.
+inline Leaves as_double(const Leaves& l) {
+  auto up = [](const at::Tensor& t) {
+    return t.defined() ? t.detach().to(at::kDouble).requires_grad_(true) : at::Tensor();
+  };
+  return {up(l.q), up(l.k), up(l.v), up(l.bias), up(l.sink), l.mask};
+}
+
 struct Run {
   at::Tensor o, lse, dq, dk, dv, dbias, dsink;
 };

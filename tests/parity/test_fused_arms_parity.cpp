@@ -11,6 +11,7 @@
 
 #include "arm_runner.h"
 #include "parity_helpers.h"
+#include "extra_arm.h"
 
 namespace attnlab {
 namespace {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "attnlab/arm_attention.h"
+#include "extra_arm.h"
 #include "parity_helpers.h"
 
 namespace attnlab {
@@ -19,14 +20,7 @@ namespace {
 
 using nlohmann::json;
 
-const json& golden() {
-  static const json data = [] {
-    std::ifstream in(std::string(ATTNLAB_SOURCE_DIR) + "/tests/data/golden/attention_arms.json");
-    if (!in) throw std::runtime_error("cannot open tests/data/golden/attention_arms.json");
-    return json::parse(in);
-  }();
-  return data;
-}
+const json& golden() { return testing_extra::golden_values(); }
 
 /// Nested JSON lists of numbers -> float64 tensor of the same shape; prepends a batch dim of 1 when
 /// `batch` (the file stores (H, T, d)).

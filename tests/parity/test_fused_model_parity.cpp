@@ -12,6 +12,7 @@
 #include "attnlab/init.h"
 #include "attnlab/model.h"
 #include "parity_helpers.h"
+#include "extra_arm.h"
 
 namespace attnlab {
 namespace {

@@ -8,6 +8,7 @@
 #include "attnlab/arm_attention.h"
 #include "loop_oracle.h"
 #include "test_helpers.h"
+#include "extra_arm.h"
 
 namespace attnlab {
 namespace {

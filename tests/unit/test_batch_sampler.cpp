@@ -28,11 +28,11 @@ TEST(BatchSampler, SameKeySameBatch) {
   TempDir dir;
   BatchSampler a(counting_set(dir), {4, 16, 1234});
   BatchSampler b(counting_set(dir), {4, 16, 1234});  // a second sampler: nothing is carried in state
-  const auto x1 = a.batch(7, 1, 0), x2 = b.batch(7, 1, 0);
+  const auto x1 = a.batch(7, 4), x2 = b.batch(7, 4);
   EXPECT_TRUE(torch::equal(x1.x, x2.x));
   EXPECT_TRUE(torch::equal(x1.y, x2.y));
-  a.batch(8, 0, 0);  // asking for other batches in between changes nothing
-  EXPECT_TRUE(torch::equal(a.batch(7, 1, 0).x, x1.x));
+  a.batch(8, 0);  // asking for other batches in between changes nothing
+  EXPECT_TRUE(torch::equal(a.batch(7, 4).x, x1.x));
 }
 
 TEST(BatchSampler, ShapesDtypesAndShiftedTargets) {
@@ -46,9 +46,9 @@ TEST(BatchSampler, ShapesDtypesAndShiftedTargets) {
   using torch::indexing::None;
   using torch::indexing::Slice;
   EXPECT_TRUE(torch::equal(batch.x.index({Slice(), Slice(1, None)}), batch.y.index({Slice(), Slice(0, -1)})));
-  // Counting tokens: each row is consecutive, and row r starts at window_offset(0, 0, 0, r).
+  // Counting tokens: each row is consecutive, and row r starts at window_offset(0, r).
   for (int64_t r = 0; r < 5; ++r) {
-    const int64_t off = s.window_offset(0, 0, 0, r);
+    const int64_t off = s.window_offset(0, r);
     EXPECT_EQ(batch.x[r][0].item<int64_t>(), off % 4096);
     EXPECT_EQ(batch.y[r][31].item<int64_t>(), (off + 32) % 4096);
   }
@@ -60,8 +60,24 @@ TEST(BatchSampler, DifferentKeysDifferentBatches) {
   BatchSampler a(set, {4, 16, 1}), b(set, {4, 16, 2});
   EXPECT_FALSE(torch::equal(a.batch(0, 0).x, b.batch(0, 0).x));  // seed
   EXPECT_FALSE(torch::equal(a.batch(0, 0).x, a.batch(1, 0).x));   // step
-  EXPECT_FALSE(torch::equal(a.batch(0, 0).x, a.batch(0, 1).x));   // micro step
-  EXPECT_FALSE(torch::equal(a.batch(0, 0, 0).x, a.batch(0, 0, 1).x));  // rank
+  EXPECT_FALSE(torch::equal(a.batch(0, 0).x, a.batch(0, 4).x));   // sequences 4..7 of the step
+}
+
+// The order is a function of (step, index within the global batch) only: one batch of 8 is the
+// concatenation of two of 4, or of four of 2, however the step is split into micro-batches and ranks.
+TEST(BatchSampler, AnySplitOfAStepReadsTheSameSequences) {
+  TempDir dir;
+  auto set = counting_set(dir);
+  BatchSampler whole(set, {8, 16, 5}), half(set, {4, 16, 5}), quarter(set, {2, 16, 5});
+  for (int64_t step : {0, 3}) {
+    const auto all = whole.batch(step).x;
+    EXPECT_TRUE(torch::equal(all, torch::cat({half.batch(step, 0).x, half.batch(step, 4).x})));
+    std::vector<at::Tensor> parts;
+    for (int64_t first = 0; first < 8; first += 2) parts.push_back(quarter.batch(step, first).x);
+    EXPECT_TRUE(torch::equal(all, torch::cat(parts)));
+  }
+  EXPECT_THROW(whole.batch(-1), std::invalid_argument);
+  EXPECT_THROW(whole.batch(0, -2), std::invalid_argument);
 }
 
 TEST(BatchSampler, OffsetsStayInRangeAndCoverTheData) {
@@ -71,7 +87,7 @@ TEST(BatchSampler, OffsetsStayInRangeAndCoverTheData) {
   ASSERT_EQ(s.num_windows(), n - t);
   std::set<int64_t> seen;
   for (int64_t step = 0; step < 20000; ++step) {
-    const int64_t off = s.window_offset(step, 0, 0, 0);
+    const int64_t off = s.window_offset(step, 0);
     ASSERT_GE(off, 0);
     ASSERT_LE(off + t + 1, n);  // never crosses the end
     seen.insert(off);
@@ -88,11 +104,11 @@ TEST(BatchSampler, OffsetsArePinned) {
   TempDir dir;
   BatchSampler s(counting_set(dir, 3000), {1, 16, 1337});
   std::vector<int64_t> got;
-  for (int64_t step = 0; step < 4; ++step) got.push_back(s.window_offset(step, 0, 0, 0));
-  got.push_back(s.window_offset(0, 1, 0, 0));
-  got.push_back(s.window_offset(0, 0, 1, 0));
-  got.push_back(s.window_offset(0, 0, 0, 1));
-  EXPECT_EQ(got, (std::vector<int64_t>{1828, 2753, 1429, 2411, 1465, 237, 2861}));
+  for (int64_t step = 0; step < 4; ++step) got.push_back(s.window_offset(step, 0));
+  got.push_back(s.window_offset(0, 1));
+  got.push_back(s.window_offset(0, 2));
+  got.push_back(s.window_offset(1, 1));
+  EXPECT_EQ(got, (std::vector<int64_t>{1841, 982, 115, 380, 1811, 2453, 2975}));
 }
 
 TEST(BatchSampler, TooFewTokensNamesThePattern) {

@@ -1,5 +1,6 @@
-// Checkpoints (issue 3): the safetensors codec, atomic saves, retention, corrupt-checkpoint
-// fallback, and a bit-identical AdamW resume.
+// Checkpoints: the safetensors codec, atomic saves, retention, corrupt-checkpoint fallback, a
+// bit-identical AdamW resume, and the integrity guarantees of docs/checkpoints.md (state.json's
+// checksum and field rules, restore refusals that change nothing and fall back, checked dtypes).
 #include <dirent.h>
 #include <ftw.h>
 #include <sys/stat.h>
@@ -9,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -16,11 +18,11 @@
 #include <torch/torch.h>
 
 #include "attnlab/checkpoint.h"
-#include "attnlab/init.h"
 #include "attnlab/model.h"
-#include "attnlab/param_groups.h"
 #include "attnlab/safetensors.h"
 #include "attnlab/version.h"
+#include "unit/checkpoint_surgery.h"
+#include "unit/trainee.h"
 
 namespace attnlab {
 namespace {
@@ -29,8 +31,8 @@ namespace fs = std::filesystem;
 
 // ---- helpers ------------------------------------------------------------------------------------
 
-// POSIX calls rather than std::filesystem's operations: libtorch.so exports its own copies of
-// those, the linker binds ours to them, and its remove_all crashes (src/checkpoint/posix_fs.h).
+// POSIX calls here are a choice of style, not a workaround: std::filesystem binds to the system
+// libstdc++ since the link order puts it first (tests/unit/test_link_order.cpp).
 
 /// A fresh directory removed at the end of the test.
 class TempDir {
@@ -112,44 +114,8 @@ bool same_bits(const at::Tensor& a, const at::Tensor& b) {
          torch::equal(a.contiguous().reshape({-1}).view(at::kByte), b.contiguous().reshape({-1}).view(at::kByte));
 }
 
-ModelConfig tiny_config(const std::string& arm = "baseline") {
-  ModelConfig cfg;
-  cfg.arm = arm;
-  cfg.n_layer = 1;
-  cfg.d_model = 32;
-  cfg.n_head = 2;
-  cfg.vocab_size = 64;
-  cfg.block_size = 16;
-  return cfg;
-}
-
-/// A tiny model with its AdamW on the decay / no_decay groups, as the trainer builds them.
-struct Trainee {
-  GPT model;
-  std::unique_ptr<torch::optim::AdamW> opt;
-
-  Trainee(const ModelConfig& cfg, uint64_t seed) : model(cfg) {
-    init_parameters(*model, seed);
-    const ParamGroups groups = parameter_groups(*model);
-    auto options = [](double wd) {
-      return std::make_unique<torch::optim::AdamWOptions>(
-          torch::optim::AdamWOptions(1e-2).betas({0.9, 0.95}).eps(1e-8).weight_decay(wd));
-    };
-    std::vector<torch::optim::OptimizerParamGroup> param_groups;
-    param_groups.emplace_back(groups.decay, options(0.1));
-    param_groups.emplace_back(groups.no_decay, options(0.0));
-    opt = std::make_unique<torch::optim::AdamW>(param_groups, torch::optim::AdamWOptions(1e-2));
-  }
-
-  /// One step on a batch drawn from the global CPU generator, so resuming must restore it too.
-  void step() {
-    const auto idx = torch::randint(0, 64, {2, 16}, torch::kLong);
-    const auto targets = torch::randint(0, 64, {2, 16}, torch::kLong);
-    opt->zero_grad();
-    lm_loss(model->forward(idx), targets).backward();
-    opt->step();
-  }
-};
+using testing::tiny_config;
+using testing::Trainee;
 
 TrainState state_at(int64_t step, double val_loss = std::nan("")) {
   TrainState s;
@@ -157,6 +123,7 @@ TrainState state_at(int64_t step, double val_loss = std::nan("")) {
   s.tokens_seen = step * 32;
   s.data_position = step;
   s.val_loss = val_loss;
+  if (!std::isnan(val_loss)) s.best_val_loss = val_loss;  // the lowest so far may not lie above it
   s.config = {{"model", {{"arm", "baseline"}}}, {"seed", 1}};
   return s;
 }
@@ -259,6 +226,16 @@ TEST(Safetensors, CorruptFilesThrowNamingTheFile) {
 
 // ---- checkpoints ----------------------------------------------------------------------------------
 
+void expect_refused_save(const fs::path& run, const GPTImpl& model, const torch::optim::AdamW& opt,
+                         const TrainState& state, const std::string& problem) {
+  try {
+    save_checkpoint(run, model, opt, state);
+    ADD_FAILURE() << "saved; expected: " << problem;
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find(problem), std::string::npos) << e.what();
+  }
+}
+
 TEST(Checkpoint, SaveWritesOneDurableDirectoryAndNoTemporary) {
   TempDir tmp;
   Trainee t(tiny_config(), 1);
@@ -269,20 +246,28 @@ TEST(Checkpoint, SaveWritesOneDurableDirectoryAndNoTemporary) {
   EXPECT_EQ(dir, checkpoint_dir(tmp.path(), 1));
   EXPECT_EQ(dir.filename(), "step_000001");
   EXPECT_EQ(entries_of(checkpoints_dir(tmp.path())), std::vector<std::string>{"step_000001"});
-  for (const char* f : {"model.safetensors", "optimizer.safetensors", "state.json"}) {
+  for (const char* f : {"model.safetensors", "optimizer.safetensors", "state.json", "state.json.sha256"}) {
     EXPECT_TRUE(is_file(dir / f)) << f;
   }
+  // The sidecar is what `sha256sum state.json` prints, computed here independently.
+  EXPECT_EQ(read_bytes(dir / "state.json.sha256"),
+            testing::sha256_of(read_bytes(dir / "state.json")) + "  state.json\n");
 }
 
 TEST(Checkpoint, FailedSaveLeavesNothingUnderTheFinalName) {
   TempDir tmp;
   Trainee t(tiny_config(), 1);
   t.step();
-  // An optimizer holding a tensor that is not the model's: the optimizer file cannot be written,
-  // after model.safetensors already was.
+  // An optimizer holding a tensor that is not the model's: refused before anything is written.
   auto stray = torch::zeros({2}, torch::requires_grad());
   t.opt->param_groups()[1].params().push_back(stray);
   EXPECT_THROW(save_checkpoint(tmp.path(), *t.model, *t.opt, state_at(1)), CheckpointError);
+  EXPECT_TRUE(entries_of(checkpoints_dir(tmp.path())).empty());
+  t.opt->param_groups()[1].params().pop_back();
+  // A field JSON cannot encode (not UTF-8): state.json fails after both tensor files were written.
+  TrainState s = state_at(1);
+  s.extra = {{"note", "\xff"}};
+  expect_refused_save(tmp.path(), *t.model, *t.opt, s, "state.json: cannot encode as JSON");
   EXPECT_TRUE(entries_of(checkpoints_dir(tmp.path())).empty());
 }
 
@@ -360,7 +345,7 @@ TEST(Checkpoint, LoadLatestFallsBackPastCorruptCheckpoints) {
   EXPECT_NE(warnings[1].find("step_000003"), std::string::npos);
   EXPECT_NE(warnings[1].find("truncated"), std::string::npos);
   EXPECT_NE(warnings[2].find("step_000002"), std::string::npos);
-  EXPECT_NE(warnings[2].find("not valid JSON"), std::string::npos);
+  EXPECT_NE(warnings[2].find("state.json is corrupt"), std::string::npos);  // caught by its checksum
 
   ::unlink((checkpoint_dir(tmp.path(), 1) / "model.safetensors").c_str());
   try {
@@ -466,6 +451,352 @@ TEST(Checkpoint, LoadModelFromRunDirCheckpointDirOrFile) {
     EXPECT_TRUE(torch::equal(m.model->forward(idx), expected)) << p;
   }
   EXPECT_THROW(load_model(tmp.path() / "nothing"), CheckpointError);
+}
+
+// ---- integrity -------------------------------------------------------------------------------------
+
+/// `f` must throw a CheckpointError whose message names `file` and contains `problem`.
+template <class F>
+void expect_refused(F&& f, const fs::path& file, const std::string& problem) {
+  try {
+    f();
+    ADD_FAILURE() << "accepted; expected: " << problem;
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find(file.string()), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(problem), std::string::npos) << "expected '" << problem << "' in " << e.what();
+  }
+}
+
+TEST(Checkpoint, StateJsonIsCoveredByItsChecksum) {
+  TempDir tmp;
+  Trainee t(tiny_config(), 1);
+  for (int64_t step = 3; step <= 4; ++step) {
+    t.step();
+    save_checkpoint(tmp.path(), *t.model, *t.opt, state_at(step), RetentionPolicy{10});
+  }
+  const fs::path dir = checkpoint_dir(tmp.path(), 4);
+  const std::string pristine = read_bytes(dir / "state.json");
+  const std::string sidecar = read_bytes(dir / "state.json.sha256");
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string text = pristine;
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return text.replace(at, from.size(), to);
+  };
+  // Any change of state.json, meaningful (a skewed schedule) or not, is caught by its SHA-256.
+  for (const auto& text : {replaced("\"step\": 4", "\"step\": 3"),
+                           replaced("\"tokens_seen\": 128", "\"tokens_seen\": 96"), pristine + " "}) {
+    write_bytes(dir / "state.json", text);
+    expect_refused([&] { load_checkpoint(dir); }, dir / "state.json", "state.json is corrupt");
+  }
+  write_bytes(dir / "state.json", pristine);
+  EXPECT_NO_THROW(load_checkpoint(dir));
+  write_bytes(dir / "state.json.sha256", "not a checksum\n");
+  expect_refused([&] { load_checkpoint(dir); }, dir / "state.json.sha256", "is not one line");
+  ::unlink((dir / "state.json.sha256").c_str());
+  expect_refused([&] { load_checkpoint(dir); }, dir / "state.json.sha256", "is missing");
+
+  std::vector<std::string> warnings;
+  EXPECT_EQ(load_latest(tmp.path(), &warnings)->state.step, 3);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("step_000004"), std::string::npos) << warnings[0];
+  write_bytes(dir / "state.json.sha256", sidecar);
+  EXPECT_EQ(load_latest(tmp.path())->state.step, 4);
+}
+
+TEST(Checkpoint, StateJsonFieldsAreChecked) {
+  TempDir tmp;
+  Trainee t(tiny_config(), 1);
+  t.step();
+  TrainState s = state_at(4, 3.5);
+  s.best_val_loss = 3.25;
+  const fs::path dir = save_checkpoint(tmp.path(), *t.model, *t.opt, s);
+  const std::string pristine = read_bytes(dir / "state.json");
+  testing::reseal(dir);  // re-sealing by itself changes nothing
+  EXPECT_NO_THROW(load_checkpoint(dir));
+
+  using nlohmann::json;
+  const std::vector<std::pair<std::function<void(json&)>, std::string>> cases = {
+      {[](json& j) { j["tokens_seen"] = -5; }, "field 'tokens_seen' is negative"},
+      {[](json& j) { j["step"] = -1; }, "field 'step' is negative"},
+      {[](json& j) { j["data_position"] = -1; }, "field 'data_position' is negative"},
+      {[](json& j) { j["step"] = 3; }, "step 3 differs from its directory's name (step_000004)"},
+      {[](json& j) { j["tokens_seen"] = 2; }, "tokens_seen 2 is below step 4"},
+      {[](json& j) { j["val_loss"] = 0.0; }, "best_val_loss 3.25 is above this step's val_loss 0.0"},
+      {[](json& j) { j["best_val_loss"] = nullptr; }, "best_val_loss null is above this step's val_loss 3.5"},
+      {[](json& j) { j["val_loss"] = -1.0; }, "field 'val_loss' is -1.0, not a loss"},
+      {[](json& j) { j["best_val_loss"] = -0.5; }, "field 'best_val_loss' is -0.5, not a loss"},
+      {[](json& j) { j["best_val_loss"] = "low"; }, "field 'best_val_loss' is not a number"},
+      {[](json& j) { j["step"] = 4.0; }, "field 'step' is not an integer"},
+      {[](json& j) { j["config"] = json::array(); }, "field 'config' is not an object"},
+      {[](json& j) { j["extra"] = "x"; }, "field 'extra' is not an object"},
+      {[](json& j) { j["format_version"] = 3; }, "format_version 3 is not a supported one"},
+      {[](json& j) { j["model"]["n_head"] = 5; }, "model config"},
+  };
+  for (const auto& [edit, problem] : cases) {
+    SCOPED_TRACE(problem);
+    write_bytes(dir / "state.json", pristine);
+    testing::reseal(dir, edit);
+    expect_refused([&] { load_checkpoint(dir); }, dir / "state.json", problem);
+  }
+
+  // The writer keeps the same rules: it never writes a state.json the reader would refuse.
+  TempDir other;
+  TrainState bad = s;
+  bad.best_val_loss = 4.0;
+  expect_refused_save(other.path(), *t.model, *t.opt, bad, "best_val_loss 4.0 is above this step's val_loss 3.5");
+  bad = s;
+  bad.tokens_seen = -1;
+  expect_refused_save(other.path(), *t.model, *t.opt, bad, "field 'tokens_seen' is negative: -1");
+  bad = s;
+  bad.val_loss = std::numeric_limits<double>::infinity();
+  expect_refused_save(other.path(), *t.model, *t.opt, bad, "field 'val_loss' is inf, not a loss");
+  EXPECT_TRUE(entries_of(other.path()).empty());
+}
+
+TEST(Checkpoint, FormatVersion1WithoutTheSidecarStillLoads) {
+  TempDir tmp;
+  Trainee t(tiny_config(), 1);
+  const fs::path dir = save_checkpoint(tmp.path(), *t.model, *t.opt, state_at(2));
+  testing::reseal(dir, [](nlohmann::json& j) { j["format_version"] = 1; });
+  ::unlink((dir / "state.json.sha256").c_str());
+  EXPECT_EQ(load_checkpoint(dir).state.step, 2);
+  testing::reseal(dir, [](nlohmann::json& j) { j["format_version"] = 2; });
+  ::unlink((dir / "state.json.sha256").c_str());
+  expect_refused([&] { load_checkpoint(dir); }, dir / "state.json.sha256", "is missing");
+}
+
+/// Bits of every parameter and the optimizer's state count, to see that a refusal changed nothing.
+std::vector<at::Tensor> snapshot(const Trainee& t) {
+  std::vector<at::Tensor> out;
+  for (const auto& p : t.model->parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+/// A damage that only restoring can see: applied to checkpoint `dir`, then re-sealed.
+struct RestoreCase {
+  std::string what;
+  std::function<void(const fs::path& dir)> damage;
+  std::string problem;  ///< expected in the message
+  std::string file;     ///< the file the message names
+};
+
+void edit_rng(const fs::path& dir, const std::function<void(std::string&)>& edit) {
+  testing::reseal(dir, [&](nlohmann::json& j) {
+    std::string hex = j["rng"]["cpu"];
+    edit(hex);
+    j["rng"]["cpu"] = hex;
+  });
+}
+
+void edit_weights(const fs::path& dir, const std::function<void(TensorMap&)>& edit) {
+  testing::edit_tensors(dir, "model.safetensors", [&](TensorMap& t, SafetensorsMetadata&) { edit(t); });
+}
+
+void edit_moments(const fs::path& dir, const std::function<void(TensorMap&, SafetensorsMetadata&)>& edit) {
+  testing::edit_tensors(dir, "optimizer.safetensors", edit);
+}
+
+std::vector<RestoreCase> restore_cases() {
+  using nlohmann::json;
+  const std::string w = "h.0.attn.c_attn.weight";
+  return {
+      {"RNG state too short", [](auto d) { edit_rng(d, [](std::string& h) { h.resize(h.size() - 2); }); },
+       "the CPU RNG state is 5055 bytes", "state.json"},
+      {"RNG state too long", [](auto d) { edit_rng(d, [](std::string& h) { h += "00"; }); },
+       "the CPU RNG state is 5057 bytes", "state.json"},
+      {"RNG state empty", [](auto d) { edit_rng(d, [](std::string& h) { h.clear(); }); },
+       "the CPU RNG state is 0 bytes", "state.json"},
+      // `left` (int32 at byte 8) = 0 would never regenerate the table and read past it.
+      {"RNG position", [](auto d) { edit_rng(d, [](std::string& h) { h.replace(16, 8, "00000000"); }); },
+       "mt19937 position (left 0", "state.json"},
+      {"model dimensions", [](auto d) { testing::reseal(d, [](json& j) { j["model"]["d_model"] = 64; }); },
+       "model differs from this model in: d_model (64 vs 32)", ""},
+      {"weight renamed",
+       [w](auto d) {
+         edit_weights(d, [w](TensorMap& t) {
+           t[w + "s"] = t.at(w);
+           t.erase(w);
+         });
+       },
+       "has no tensor '" + w + "'", "model.safetensors"},
+      {"extra weight", [](auto d) { edit_weights(d, [](TensorMap& t) { t["stray.bias"] = torch::zeros({3}); }); },
+       "1 tensors name no parameter of this model: 'stray.bias'", "model.safetensors"},
+      {"weight stored as I32", [w](auto d) { edit_weights(d, [w](TensorMap& t) { t[w] = t.at(w).to(torch::kInt); }); },
+       "tensor '" + w + "' is I32, the model's parameter F32", "model.safetensors"},
+      {"weight of another shape",
+       [w](auto d) { edit_weights(d, [w](TensorMap& t) { t[w] = t.at(w).narrow(0, 0, 8); }); },
+       "tensor '" + w + "' has shape [8, 32]", "model.safetensors"},
+      {"weight holds NaN", [w](auto d) { edit_weights(d, [w](TensorMap& t) { t[w][0][0] = NAN; }); },
+       "tensor '" + w + "' holds NaN or infinity", "model.safetensors"},
+      {"optimizer tensor renamed",
+       [w](auto d) {
+         edit_moments(d, [w](TensorMap& t, auto&) {
+           t["exp_avg." + w + "x"] = t.at("exp_avg." + w);
+           t.erase("exp_avg." + w);
+         });
+       },
+       "missing tensor 'exp_avg." + w + "'", "optimizer.safetensors"},
+      {"extra optimizer tensor",
+       [](auto d) { edit_moments(d, [](TensorMap& t, auto&) { t["exp_avg.stray"] = torch::zeros({2}); }); },
+       "1 optimizer tensors name no parameter of this model: 'exp_avg.stray'", "optimizer.safetensors"},
+      {"moment stored as F64",
+       [w](auto d) {
+         edit_moments(d,
+                      [w](TensorMap& t, auto&) { t["exp_avg_sq." + w] = t.at("exp_avg_sq." + w).to(torch::kDouble); });
+       },
+       "tensor 'exp_avg_sq." + w + "' is F64, the parameter F32", "optimizer.safetensors"},
+      {"moment of another shape",
+       [w](auto d) {
+         edit_moments(d, [w](TensorMap& t, auto&) { t["exp_avg." + w] = t.at("exp_avg." + w).t().contiguous(); });
+       },
+       "tensor 'exp_avg." + w + "' has shape [32, 96]", "optimizer.safetensors"},
+      {"negative second moment",
+       [w](auto d) { edit_moments(d, [w](TensorMap& t, auto&) { t["exp_avg_sq." + w][1][2] = -1.0; }); },
+       "holds negative values", "optimizer.safetensors"},
+      {"infinite first moment",
+       [w](auto d) { edit_moments(d, [w](TensorMap& t, auto&) { t["exp_avg." + w][0][0] = INFINITY; }); },
+       "tensor 'exp_avg." + w + "' holds NaN or infinity", "optimizer.safetensors"},
+      {"step stored as F32",
+       [w](auto d) {
+         edit_moments(d, [w](TensorMap& t, auto&) { t["step." + w] = t.at("step." + w).to(torch::kFloat); });
+       },
+       "'step." + w + "' is not an I64 scalar", "optimizer.safetensors"},
+      {"step count 0",
+       [w](auto d) { edit_moments(d, [w](TensorMap& t, auto&) { t["step." + w] = at::scalar_tensor(0, at::kLong); }); },
+       "'step." + w + "' is 0, not a step count >= 1", "optimizer.safetensors"},
+      {"parameter groups swapped",
+       [](auto d) {
+         edit_moments(d, [](TensorMap&, SafetensorsMetadata& m) {
+           auto groups = json::parse(m.at("attnlab.param_groups"));
+           std::swap(groups[0]["params"], groups[1]["params"]);
+           m["attnlab.param_groups"] = groups.dump();
+         });
+       },
+       "parameter group 0 holds other parameters", "optimizer.safetensors"},
+      {"negative learning rate",
+       [](auto d) {
+         edit_moments(d, [](TensorMap&, SafetensorsMetadata& m) {
+           auto groups = json::parse(m.at("attnlab.param_groups"));
+           groups[1]["lr"] = -0.5;
+           m["attnlab.param_groups"] = groups.dump();
+         });
+       },
+       "parameter group 1 has lr -0.5", "optimizer.safetensors"},
+  };
+}
+
+// Each damage behind intact checksums is refused by restore() without changing the model, the
+// optimizer or the RNG, and load_latest with check_restorable falls back past it.
+TEST(Checkpoint, RestoreRefusalsChangeNothingAndFallBack) {
+  for (const auto& c : restore_cases()) {
+    SCOPED_TRACE(c.what);
+    TempDir tmp;
+    Trainee t(tiny_config(), 1);
+    for (int64_t step = 1; step <= 2; ++step) {
+      t.step();
+      save_checkpoint(tmp.path(), *t.model, *t.opt, state_at(step));
+    }
+    const fs::path dir = checkpoint_dir(tmp.path(), 2);
+    c.damage(dir);
+    const fs::path file = c.file.empty() ? dir : dir / c.file;
+
+    Trainee u(tiny_config(), 7);
+    const auto before = snapshot(u);
+    const auto rng_before = capture_rng_states().cpu;
+    const auto ckpt = load_checkpoint(dir);
+    expect_refused([&] { restore(ckpt, *u.model, *u.opt); }, file, c.problem);
+    const auto after = snapshot(u);
+    for (size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(same_bits(before[i], after[i])) << i;
+    EXPECT_TRUE(u.opt->state().empty());
+    EXPECT_EQ(capture_rng_states().cpu, rng_before);
+
+    std::vector<std::string> warnings;
+    const auto found = load_latest(tmp.path(), &warnings, true,
+                                   [&](const LoadedCheckpoint& l) { check_restorable(l, *u.model, *u.opt); });
+    ASSERT_TRUE(found.has_value());
+    EXPECT_EQ(found->state.step, 1);
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find(c.problem), std::string::npos) << warnings[0];
+    EXPECT_NO_THROW(restore(*found, *u.model, *u.opt));
+  }
+}
+
+TEST(Checkpoint, NoUsableCheckpointStopsWithTheNewestProblem) {
+  TempDir tmp;
+  Trainee t(tiny_config(), 1);
+  save_checkpoint(tmp.path(), *t.model, *t.opt, state_at(1));
+  Trainee other(tiny_config("off_by_one"), 1);
+  expect_refused(
+      [&] {
+        load_latest(tmp.path(), nullptr, true, [&](const auto& c) { check_restorable(c, *other.model, *other.opt); });
+      },
+      tmp.path(), "none of its 1 checkpoints can be used");
+  expect_refused(
+      [&] {
+        load_latest(tmp.path(), nullptr, true, [&](const auto& c) { check_restorable(c, *other.model, *other.opt); });
+      },
+      tmp.path(), "arm (\"baseline\" vs \"off_by_one\")");
+}
+
+// A model.safetensors inside a checkpoint directory is the checkpoint: its SHA-256 is verified.
+TEST(Checkpoint, ModelFileBesideItsStateJsonIsVerified) {
+  TempDir tmp;
+  Trainee t(tiny_config(), 1);
+  t.step();
+  const fs::path dir = save_checkpoint(tmp.path(), *t.model, *t.opt, state_at(1));
+  const fs::path file = dir / "model.safetensors";
+  EXPECT_EQ(load_model(file).source, dir);
+  flip_byte(file, read_bytes(file).size() - 5);  // one flipped bit pattern in the last weight
+  expect_refused([&] { load_model(file); }, file, "SHA-256 differs");
+}
+
+// Weights given alone: their declared dtype and their names are checked against the model.
+TEST(Checkpoint, LoneModelFileDtypesAndNamesAreChecked) {
+  TempDir tmp;
+  Trainee t(tiny_config(), 1);
+  const fs::path dir = save_checkpoint(tmp.path(), *t.model, *t.opt, state_at(1));
+  const auto original = read_safetensors(dir / "model.safetensors");
+  const fs::path copy = tmp.path() / "weights.safetensors";
+  auto write_changed = [&](const std::function<void(TensorMap&)>& edit) {
+    TensorMap tensors = original.tensors;
+    edit(tensors);
+    write_safetensors(copy, tensors, original.metadata);
+  };
+  write_changed([](TensorMap& m) { m["wpe.weight"] = (m.at("wpe.weight") * 1000).to(torch::kInt); });
+  expect_refused([&] { load_model(copy); }, copy, "tensor 'wpe.weight' is I32, the model's parameter F32");
+  write_changed([](TensorMap& m) { m["ln_f.weight"] = m.at("ln_f.weight").to(torch::kBFloat16); });
+  expect_refused([&] { load_model(copy); }, copy, "tensor 'ln_f.weight' is BF16");
+  write_changed([](TensorMap& m) { m["lm_head.weight"] = m.at("wte.weight"); });
+  expect_refused([&] { load_model(copy); }, copy, "1 tensors name no parameter of this model: 'lm_head.weight'");
+  write_changed([](TensorMap&) {});
+  EXPECT_EQ(load_model(copy).source, copy);
+}
+
+TEST(Checkpoint, SaveRefusesNonFiniteValues) {
+  TempDir tmp;
+  Trainee t(tiny_config(), 1);
+  t.step();
+  save_checkpoint(tmp.path(), *t.model, *t.opt, state_at(1));
+  t.step();
+  {
+    torch::NoGradGuard no_grad;
+    t.model->named_parameters()["ln_f.bias"][3] = NAN;
+  }
+  expect_refused([&] { save_checkpoint(tmp.path(), *t.model, *t.opt, state_at(2)); },
+                 checkpoint_dir(tmp.path(), 2).parent_path(), "tensor 'ln_f.bias' holds NaN or infinity");
+  EXPECT_EQ(steps_of(tmp.path()), std::vector<int64_t>{1});
+  EXPECT_EQ(entries_of(checkpoints_dir(tmp.path())), std::vector<std::string>{"step_000001"});
+  {
+    torch::NoGradGuard no_grad;
+    t.model->named_parameters()["ln_f.bias"][3] = 0.0;
+    auto& state = static_cast<torch::optim::AdamWParamState&>(
+        *t.opt->state().at(t.model->named_parameters()["wpe.weight"].unsafeGetTensorImpl()));
+    state.exp_avg_sq()[0][0] = INFINITY;
+  }
+  expect_refused([&] { save_checkpoint(tmp.path(), *t.model, *t.opt, state_at(2)); }, checkpoints_dir(tmp.path()),
+                 "tensor 'exp_avg_sq.wpe.weight' holds NaN or infinity");
+  EXPECT_EQ(steps_of(tmp.path()), std::vector<int64_t>{1});
 }
 
 TEST(Checkpoint, ListsCheckpointsByNumericStep) {

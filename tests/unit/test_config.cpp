@@ -1,11 +1,14 @@
 // Run configuration: composition, overrides, and an error naming the key for every bad value.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
 #include "attnlab/run_config.h"
+#include "attnlab/sweep.h"
 
 namespace attnlab {
 namespace {
@@ -135,6 +138,214 @@ TEST_F(ConfigTest, DifferingKeysListsExactlyTheChangedKeys) {
   std::sort(keys.begin(), keys.end());
   EXPECT_EQ(keys, (std::vector<std::string>{"model.arm", "optim.lr"}));
   EXPECT_NE(config_hash(a), config_hash(b));
+}
+
+// Every key of `cfg` (full dotted path) whose value is of the JSON type `is`.
+std::vector<std::string> keys_where(const RunConfig& cfg, bool (nlohmann::json::*is)() const noexcept) {
+  std::vector<std::string> keys;
+  const auto flat = to_json(cfg).flatten();  // items() refers to it: it must outlive the loop
+  for (const auto& [pointer, value] : flat.items()) {
+    if (!(value.*is)()) continue;
+    std::string key = pointer.substr(1);
+    std::replace(key.begin(), key.end(), '/', '.');
+    keys.push_back(key);
+  }
+  return keys;
+}
+
+TEST_F(ConfigTest, DuplicateKeysAreRefusedNamingBothLines) {
+  write("dup_lr.yaml", "include: [run.yaml]\noptim:\n  lr: 1.0e-3\n  lr: 3.0e-3\n");
+  EXPECT_EQ(error_of("dup_lr.yaml"), (dir_ / "dup_lr.yaml").string() + ":4: optim.lr: duplicate key (first at line 3)");
+  // In an included file, the included file is named; in flow style too.
+  write("dup_backend.yaml", "attention: {backend: fused, backend: reference}\n");
+  write("includes_dup.yaml", "include: [run.yaml, dup_backend.yaml]\n");
+  EXPECT_EQ(error_of("includes_dup.yaml"),
+            (dir_ / "dup_backend.yaml").string() + ":1: attention.backend: duplicate key (first at line 1)");
+  write("dup_top.yaml", "include: [run.yaml]\nseed: 1\nout_dir: x\nseed: 2\n");
+  EXPECT_EQ(error_of("dup_top.yaml"), (dir_ / "dup_top.yaml").string() + ":4: seed: duplicate key (first at line 2)");
+  write("dup_section.yaml", "include: [run.yaml]\noptim: {lr: 0.1}\ntrain: {seq_len: 16}\noptim: {eps: 1.0e-9}\n");
+  EXPECT_NE(error_of("dup_section.yaml").find(":4: optim: duplicate key (first at line 2)"), std::string::npos);
+  EXPECT_EQ(error_of("run.yaml", {"model={arm: baseline, arm: combo2}"}), "--set model: model.arm: duplicate key");
+  // A key set in a file and again in the file that includes it is the documented override, not a duplicate.
+  EXPECT_EQ(load_run_config(dir_ / "run.yaml").train.seq_len, 32);
+}
+
+TEST_F(ConfigTest, KeysMustBeNamesAndAliasBombsAreRefused) {
+  write("list_key.yaml", "include: [run.yaml]\n? [a, b]\n: 1\n");
+  EXPECT_NE(error_of("list_key.yaml").find("a key must be a plain name, got a list"), std::string::npos);
+  write("bad_include.yaml", "include: [[run.yaml]]\n");
+  EXPECT_NE(error_of("bad_include.yaml").find("include: expected file names, got a list"), std::string::npos);
+  write("cycle.yaml", "include: [run.yaml]\ntier: &a [*a]\n");  // an alias inside itself
+  EXPECT_NE(error_of("cycle.yaml").find("nested deeper than 32 levels"), std::string::npos);
+  std::string bomb = "include: [run.yaml]\nx0: &x0 [a, a, a, a, a, a, a, a, a, a]\n";
+  for (int i = 1; i < 9; ++i) {
+    bomb += "x" + std::to_string(i) + ": &x" + std::to_string(i) + " [";
+    for (int k = 0; k < 10; ++k) bomb += (k ? ", *x" : "*x") + std::to_string(i - 1);
+    bomb += "]\n";
+  }
+  write("bomb.yaml", bomb);  // 10^9 values once expanded
+  EXPECT_NE(error_of("bomb.yaml").find("more than 100000 values once aliases are expanded"), std::string::npos);
+  EXPECT_NE(error_of(".").find(": is a directory, not a config file"), std::string::npos);
+  write("endless.yaml", "include: [/dev/zero]\n");  // read to its 16 MiB cap, then refused
+  EXPECT_NE(error_of("endless.yaml").find("/dev/zero: larger than 16 MiB; not a config file"), std::string::npos);
+}
+
+TEST_F(ConfigTest, SweepFilesRefuseDuplicateKeysAndOctal) {
+  write("sweep_dup.yaml", "base: run.yaml\nout: o\ngrid:\n  seed: [1]\ngrid:\n  seed: [2, 3]\n");
+  try {
+    load_sweep(dir_ / "sweep_dup.yaml");
+    ADD_FAILURE() << "a sweep with two grid: keys was accepted";
+  } catch (const SweepError& e) {
+    EXPECT_EQ(std::string(e.what()), (dir_ / "sweep_dup.yaml").string() + ":5: grid: duplicate key (first at line 3)");
+  }
+  write("sweep_octal.yaml", "base: run.yaml\nout: o\nthreads_per_run: 010\ngrid:\n  seed: [1]\n");
+  EXPECT_EQ(load_sweep(dir_ / "sweep_octal.yaml").threads_per_run, 10);
+}
+
+TEST_F(ConfigTest, IntegersAreYaml12DecimalNeverOctal) {
+  const auto cfg = load_run_config(dir_ / "run.yaml", {"seed=010", "train.max_steps=0100", "eval.every=08"});
+  EXPECT_EQ(cfg.seed, 10u);  // YAML 1.1 / yaml-cpp: octal 8
+  EXPECT_EQ(cfg.train.max_steps, 100);
+  EXPECT_EQ(cfg.eval.every, 8);
+  write("zeros.yaml", "include: [run.yaml]\nseed: 0007\ntrain: {max_steps: +012}\n");
+  const auto from_file = load_run_config(dir_ / "zeros.yaml");
+  EXPECT_EQ(from_file.seed, 7u);
+  EXPECT_EQ(from_file.train.max_steps, 12);
+  // YAML 1.2's explicit bases stay available.
+  const auto based = load_run_config(dir_ / "run.yaml", {"seed=0o10", "train.max_steps=0x10"});
+  EXPECT_EQ(based.seed, 8u);
+  EXPECT_EQ(based.train.max_steps, 16);
+  EXPECT_EQ(load_run_config(dir_ / "run.yaml", {"seed=18446744073709551615"}).seed, 18446744073709551615u);
+  EXPECT_EQ(error_of("run.yaml", {"seed=18446744073709551616"}), "seed: expected an integer, got '18446744073709551616' (out of range)");
+  EXPECT_EQ(error_of("run.yaml", {"train.max_steps=9223372036854775808"}),
+            "train.max_steps: expected an integer, got '9223372036854775808' (out of range)");
+  EXPECT_EQ(error_of("run.yaml", {"train.max_steps=1e3"}), "train.max_steps: expected an integer, got '1e3'");
+  EXPECT_EQ(error_of("run.yaml", {"train.max_steps=0x"}), "train.max_steps: expected an integer, got '0x'");
+  EXPECT_EQ(error_of("run.yaml", {"train.max_steps=-0x10"}), "train.max_steps: expected an integer, got '-0x10'");
+  EXPECT_EQ(error_of("run.yaml", {"train.max_steps=-9223372036854775808"}), "train.token_budget / train.max_steps: must be >= 0");
+}
+
+TEST_F(ConfigTest, EveryFloatKeyMustBeFinite) {
+  const auto base = load_run_config(dir_ / "run.yaml");
+  const auto float_keys = keys_where(base, &nlohmann::json::is_number_float);
+  ASSERT_GE(float_keys.size(), 9u);  // seven optim.* and two track.activations.massive_*
+  for (const auto& key : float_keys) {
+    for (const std::string value : {".inf", "-.inf", ".nan"}) {
+      const auto error = error_of("run.yaml", {key + "=" + value});
+      EXPECT_EQ(error.rfind(key + ": must be a finite number, got ", 0), 0u) << key << "=" << value << ": " << error;
+    }
+  }
+  RunConfig built = base;  // a config made in code goes through validate() too
+  built.optim.grad_clip = std::numeric_limits<double>::infinity();
+  EXPECT_THROW(validate(built), ConfigError);
+}
+
+TEST_F(ConfigTest, EveryStringMustBeWritableByEveryWriter) {
+  const auto base = load_run_config(dir_ / "run.yaml");
+  for (const auto& key : keys_where(base, &nlohmann::json::is_string)) {
+    // Raw bytes pass through yaml-cpp; a YAML escape makes the control character.
+    for (const std::string bad : {std::string("a\xff") + "b", std::string("\xc3"), std::string("\"a\\x01\""),
+                                  std::string("\"a\\0b\"")}) {
+      const auto error = error_of("run.yaml", {key + "=" + bad});
+      EXPECT_EQ(error.rfind(key + ": ", 0), 0u) << key << ": " << error;
+      EXPECT_TRUE(error.find("not valid UTF-8") != std::string::npos || error.find("control character") != std::string::npos)
+          << error;
+      EXPECT_NO_THROW((void)nlohmann::json(error).dump());  // the message itself can be written
+    }
+  }
+  // Valid UTF-8 beyond ASCII is accepted and written by every writer.
+  const auto cfg = load_run_config(dir_ / "run.yaml", {"tier=m\xc3\xa9so"});
+  EXPECT_EQ(nlohmann::json::parse(to_json(cfg).dump())["tier"], "m\xc3\xa9so");
+  write("resolved.yaml", to_yaml(cfg));
+  EXPECT_EQ(load_run_config(dir_ / "resolved.yaml").tier, "m\xc3\xa9so");
+}
+
+TEST_F(ConfigTest, ProductsOfSizesAreCheckedForOverflow) {
+  EXPECT_EQ(error_of("run.yaml", {"train.batch_size=4294967296", "train.seq_len=4294967296", "model.block_size=4294967296",
+                                  "train.tokens_per_step=0"}),
+            "train.batch_size * train.seq_len = 4294967296 * 4294967296 overflows a 64-bit count");
+  // 2^63 - 1 tokens of 64 a step round up to 2^57 steps: 2^63 tokens, one more than int64 holds.
+  EXPECT_EQ(error_of("run.yaml", {"train.token_budget=9223372036854775807"}),
+            "train.token_budget = 9223372036854775807 (144115188075855872 steps) of train.tokens_per_step = 64 tokens: "
+            "the run's token count overflows a 64-bit count");
+  EXPECT_EQ(error_of("run.yaml", {"train.max_steps=9223372036854775807"}),
+            "train.max_steps = 9223372036854775807 of train.tokens_per_step = 64 tokens: the run's token count overflows "
+            "a 64-bit count");
+  // At the edge it fits: one token a step, 2^63 - 1 of them.
+  const auto edge = load_run_config(dir_ / "run.yaml", {"train.batch_size=1", "train.seq_len=1", "train.token_budget=9223372036854775807"});
+  EXPECT_EQ(edge.total_steps(), std::numeric_limits<int64_t>::max());
+  EXPECT_NE(error_of("run.yaml", {"model.d_model=1073741824", "model.n_head=2"})
+                .find("model.n_layer = 3, model.d_model = 1073741824, model.vocab_size = 100, model.block_size = 64: about "),
+            std::string::npos);
+  EXPECT_NE(error_of("run.yaml", {"model.vocab_size=9223372036854775807"}).find("more than any machine holds"), std::string::npos);
+  EXPECT_NE(error_of("run.yaml", {"model.block_size=9223372036854775807"}).find("more than any machine holds"), std::string::npos);
+  EXPECT_NE(error_of("run.yaml", {"checkpoint.log_spaced_until=4611686018427387904"}).find("must be below 2^62"), std::string::npos);
+  EXPECT_EQ(error_of("run.yaml", {"train.threads=4294967297"}), "train.threads: must be at most 1024");
+}
+
+TEST_F(ConfigTest, MemoryFloorIsCheckedAgainstTheMachine) {
+  const auto cfg = load_run_config(dir_ / "run.yaml", {"model.arm=baseline"});
+  // Closed form (docs/config.md): per block 12 d^2 + 13 d, ln_f 2 d, wte 128 x d (100 padded to 64s),
+  // wpe 64 x d; d = 32, 3 blocks.
+  const double params = 3 * (12 * 32 * 32 + 13 * 32) + 2 * 32 + 128 * 32 + 64 * 32;
+  const auto floor = memory_floor(cfg);
+  EXPECT_EQ(floor.weights, 16 * params);
+  EXPECT_EQ(floor.logits, 2.0 * 2 * 32 * 128);  // batch_size 2, seq_len 32, padded vocab 128
+  EXPECT_NO_THROW(check_fits_memory(cfg, floor.total(), "test"));
+  try {
+    check_fits_memory(cfg, floor.total() - 1, "test");
+    ADD_FAILURE() << "a config one byte over the machine was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("model.n_layer, model.d_model, model.vocab_size, model.block_size: ", 0), 0u) << e.what();
+  }
+  const auto wide = load_run_config(dir_ / "run.yaml", {"train.batch_size=16777216"});  // 2^24 sequences
+  try {
+    check_fits_memory(wide, 64.0 * (1 << 30), "cpu");
+    ADD_FAILURE() << "128 GiB of logits fit 64 GiB";
+  } catch (const ConfigError& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.rfind("train.batch_size, train.seq_len, model.vocab_size: a training step needs at least 128.0 GiB", 0), 0u) << msg;
+    EXPECT_NE(msg.find("but cpu has 64.0 GiB; lower train.batch_size"), std::string::npos) << msg;
+  }
+}
+
+TEST_F(ConfigTest, WarmupNotShorterThanTheRunIsWarnedAndRecorded) {
+  const auto short_run = load_run_config(dir_ / "run.yaml", {"optim.warmup_steps=2", "train.max_steps=1", "optim.lr=0.004"});
+  const auto warnings = config_warnings(short_run);
+  ASSERT_EQ(warnings.size(), 1u);
+  // The one step runs at lr * 1 / 2 (lr_schedule.h's warm-up).
+  EXPECT_EQ(warnings[0], "optim.warmup_steps = 2 is not shorter than the run's 1 steps (train.max_steps): the learning "
+                         "rate only rises, ending at 0.002 (optim.lr = 0.004) with no cosine decay");
+  const auto yaml = to_yaml(short_run);
+  EXPECT_EQ(yaml.rfind("# warning: " + warnings[0] + "\n", 0), 0u) << yaml;
+  write("resolved.yaml", yaml);
+  EXPECT_TRUE(differing_keys(short_run, load_run_config(dir_ / "resolved.yaml")).empty());
+  // From the token budget: 3200 tokens of 64 are 50 steps; a warm-up of 50 never decays.
+  EXPECT_EQ(config_warnings(load_run_config(dir_ / "run.yaml", {"optim.warmup_steps=50"})).size(), 1u);
+  EXPECT_TRUE(config_warnings(load_run_config(dir_ / "run.yaml", {"optim.warmup_steps=49"})).empty());
+  EXPECT_TRUE(config_warnings(RunConfig{}).empty());  // no steps yet: nothing to compare
+}
+
+TEST_F(ConfigTest, ValTokensBelowOneSequenceNamesBothKeys) {
+  EXPECT_EQ(error_of("run.yaml", {"data.val_tokens=32"}),
+            "data.val_tokens = 32 is less than one validation sequence of train.seq_len + 1 = 33 tokens");
+  EXPECT_EQ(load_run_config(dir_ / "run.yaml", {"data.val_tokens=33"}).data.val_tokens, 33);
+}
+
+TEST_F(ConfigTest, FloatsAreWrittenInShortestRoundTripForm) {
+  const auto cfg = load_run_config(dir_ / "run.yaml", {"optim.lr=3e-4", "optim.eps=1e-8", "optim.grad_clip=1",
+                                                       "optim.beta2=0.95", "track.activations.massive_ratio=1e16"});
+  const auto yaml = to_yaml(cfg);
+  for (const std::string line : {"  lr: 0.0003\n", "  eps: 1.0e-08\n", "  grad_clip: 1.0\n", "  beta2: 0.95\n",
+                                 "    massive_ratio: 1.0e+16\n"})
+    EXPECT_NE(yaml.find(line), std::string::npos) << "no '" << line << "' in\n" << yaml;
+  // Awkward values come back bit for bit.
+  for (const double lr : {0.1 + 0.2, 1.0 / 3, 6.000000000000001e-4, 5e-324, 1.7976931348623157e308}) {
+    auto c = cfg;
+    c.optim.lr = lr;
+    write("resolved.yaml", to_yaml(c));
+    EXPECT_EQ(load_run_config(dir_ / "resolved.yaml").optim.lr, lr);
+  }
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "attnlab/init.h"
 #include "attnlab/model.h"
 #include "attnlab/probes.h"
+#include "extra_arm.h"
 #include "unit/test_helpers.h"
 
 namespace attnlab {
@@ -217,6 +218,47 @@ TEST(ProbeModel, GatedArmReportsItsGates) {
   EXPECT_DOUBLE_EQ(r["model"]["gate_closed_share"].get<double>(), 0.0);
   EXPECT_EQ(model->h[0]->as<Block>()->attn->backend, AttentionBackend::fused);  // put back
 }
+
+// Every arm of the registry (the tenth-arm test's included) through probe_model, with zero queries and
+// every gate held open (g_j = 1): attention is uniform over the keys and the sink term, so first-key
+// mass, phantom mass and gates have closed forms that depend only on the arm's features.
+class EveryArmProbe : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EveryArmProbe, ClosedFormsFromTheArmsFeatures) {
+  torch::manual_seed(5);
+  const auto& arm = arm_by_name(GetParam());
+  const double b = arm.sink == SinkKind::learned ? 1.5 : 0.0;
+  auto model = zero_query_model(arm.name, b);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& item : model->named_parameters()) {  // gates fully open: sigmoid(+large) = 1
+      if (item.key().find("gate_tau") != std::string::npos) item.value().fill_(-100.0);
+      if (item.key().find("gate_c") != std::string::npos) item.value().fill_(100.0);
+      if (item.key().find("gate_w") != std::string::npos) item.value().zero_();
+    }
+  }
+  const int64_t T = 7, positions = T + (arm.sink_token ? 1 : 0);
+  const double eb = arm.sink == SinkKind::none ? 0.0 : std::exp(b);
+  const auto r = probe_model(*model, random_batches(1, 2, T), torch::kCPU)["model"];
+  EXPECT_NEAR(r["first_key_mass"].get<double>(), mean_inverse(1, positions, eb), 1e-6);
+  if (arm.sink == SinkKind::none) {
+    EXPECT_TRUE(r["phantom_mass"].is_null());
+  } else {
+    double phantom = 0;
+    for (int64_t i = 0; i < positions; ++i) phantom += eb / (eb + double(i + 1));
+    EXPECT_NEAR(r["phantom_mass"].get<double>(), phantom / double(positions), 1e-6);
+  }
+  if (arm.gate == GateKind::none) {
+    EXPECT_TRUE(r["gate_mean"].is_null());
+    EXPECT_TRUE(r["gate_closed_share"].is_null());
+  } else {
+    EXPECT_NEAR(r["gate_mean"].get<double>(), 1.0, 1e-6);
+    EXPECT_DOUBLE_EQ(r["gate_closed_share"].get<double>(), 0.0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllArms, EveryArmProbe, ::testing::ValuesIn(testing_extra::registry_arm_names()),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace attnlab

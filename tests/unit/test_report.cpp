@@ -7,7 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attnlab/final_record.h"
 #include "attnlab/report.h"
+#include "attnlab/run_config.h"
 #include "unit/shard_files.h"
 
 namespace attnlab {
@@ -23,7 +25,7 @@ namespace fs = std::filesystem;
 //   combo2      4.071  4.182  4.130
 //   norm_gate   4.093  4.199  4.141
 //   proj_gate   4.090  4.185  partial (step 50)
-//   off_by_one  4.085  4.195  4.149 on other validation data (fingerprint "other")
+//   off_by_one  4.085  4.195  4.149 on other validation data (fingerprint 2, not 1)
 //   sink_token  4.098  never started  4.151
 //   renorm      4.102  4.205  4.149
 // Tier t2: baseline 4.300 (s1), 4.310 (s2); sink_logit 4.290 (s1), s2 stale (another config hash).
@@ -41,14 +43,14 @@ class ReportTest : public ::testing::Test {
         add_to_manifest("t1", arm, seed);
         if (arm == "proj_gate" && seed == 3) partial("t1", arm, seed, 50);
         else if (arm == "sink_token" && seed == 2) continue;  // never started
-        else finished("t1", arm, seed, t1[s][a], arm == "off_by_one" && seed == 3 ? "other" : "fp");
+        else finished("t1", arm, seed, t1[s][a], arm == "off_by_one" && seed == 3 ? 2 : 1);
       }
     for (const char* arm : {"baseline", "sink_logit"})
       for (uint64_t seed : {1, 2}) add_to_manifest("t2", arm, seed);
     finished("t2", "baseline", 1, 4.300);
     finished("t2", "baseline", 2, 4.310);
     finished("t2", "sink_logit", 1, 4.290);
-    finished("t2", "sink_logit", 2, 4.280, "fp", "old-hash");
+    finished("t2", "sink_logit", 2, 4.280, 1, "old-hash");
     std::ofstream(dir() / "manifest.json") << nlohmann::json({{"runs", manifest_}}).dump(2);
   }
 
@@ -63,15 +65,19 @@ class ReportTest : public ::testing::Test {
   fs::path claim(const std::string& tier, const std::string& arm, uint64_t seed) {
     const fs::path run = dir() / name(tier, arm, seed);
     fs::create_directories(run);
-    std::ofstream(run / "config.yaml") << "tier: " << tier << "\nseed: " << seed << "\nmodel: {arm: " << arm << "}\n";
+    RunConfig cfg;  // what a real run's config.yaml holds: every key
+    cfg.tier = tier, cfg.seed = seed, cfg.model.arm = arm;
+    cfg.data.train = "train_*.bin", cfg.data.val = "val_*.bin", cfg.train.max_steps = 100;
+    std::ofstream(run / "config.yaml") << to_yaml(cfg);
     return run;
   }
   void finished(const std::string& tier, const std::string& arm, uint64_t seed, double loss,
-                const std::string& fingerprint = "fp", const std::string& hash = "hash") {
+                uint64_t fingerprint = 1, const std::string& hash = "hash") {
     const fs::path run = claim(tier, arm, seed);
-    std::ofstream(run / "final.json") << nlohmann::json({{"final_val_loss", loss}, {"steps", 100}, {"config_hash", hash},
-                                                         {"arm", arm}, {"seed", seed}, {"tier", tier},
-                                                         {"val_tokens", 4096}, {"val_fingerprint", fingerprint}});
+    FinalRecord f;  // every key, as the trainer writes it
+    f.final_val_loss = f.best_val_loss = loss, f.steps = 100, f.config_hash = hash;
+    f.arm = arm, f.seed = seed, f.tier = tier, f.val_tokens = 4096, f.val_fingerprint = fingerprint;
+    std::ofstream(run / "final.json") << to_json(f).dump(2);
     // Two evaluations and a step without one (val_loss null).
     std::ofstream(run / "metrics.jsonl") << R"({"step":50,"tokens":6400,"train_loss":5.0,"val_loss":5.5})" "\n"
                                          << R"({"step":51,"tokens":6528,"train_loss":5.0,"val_loss":null})" "\n"
@@ -154,7 +160,7 @@ TEST_F(ReportTest, EachSeedsValueAndWhyASeedWasNotPaired) {
   ASSERT_EQ(obo.skipped.size(), 1u);
   EXPECT_EQ(obo.skipped[0].seed, 3u);
   EXPECT_NE(obo.skipped[0].reason.find("different validation data"), std::string::npos) << obo.skipped[0].reason;
-  EXPECT_NE(obo.skipped[0].reason.find("other"), std::string::npos) << obo.skipped[0].reason;
+  EXPECT_NE(obo.skipped[0].reason.find("off_by_one (val_fingerprint 2"), std::string::npos) << obo.skipped[0].reason;
   const auto& token = diff(g, "gain_sink_token");
   ASSERT_EQ(token.skipped.size(), 1u);
   EXPECT_EQ(token.skipped[0].seed, 2u);
@@ -301,6 +307,8 @@ TEST_F(ReportTest, JsonAndCsvCarryTheSameNumbers) {
   ASSERT_EQ(run0["val_curve"].size(), 2u);
   EXPECT_EQ(run0["val_curve"][1][0], 100);
   EXPECT_NEAR(run0["val_curve"][1][2].get<double>(), 4.100, 1e-12);
+  // Training losses: the two step records that carry one, as [step, tokens, loss].
+  EXPECT_EQ(run0["train_curve"], nlohmann::json::parse("[[50, 6400, 5.0], [51, 6528, 5.0]]"));
 
   const auto csv = report_csv(report);
   const std::string renorm_row = "t1,,gain_renorm,routing control renorm,L(baseline) - L(renorm),3,";
@@ -327,6 +335,27 @@ TEST_F(ReportTest, WithoutAManifestRunDirectoriesAreFoundAndUnstartedOnesCannotB
   // No expected hash without a manifest: t2/sink_logit/s2 counts as finished and pairs.
   // s1 0.010, s2 4.310 - 4.280 = 0.030 -> mean 0.020, sd = 0.020 / sqrt(2)
   expect_stats(diff(group(report, "t2"), "zero_option").stats, 2, 0.020, 0.014142135623730951, 2, "t2 zero_option");
+}
+
+TEST_F(ReportTest, LongRunsTrainingLossIsAveragedInBinsOfConsecutiveSteps) {
+  // 1030 steps > kTrainCurvePoints (512): bins of ceil(1030 / 512) = 3 steps, the last one of 1030 - 3 * 343
+  // = 1 step; each point at its bin's last step. Loss = step, so a bin's mean is its middle step.
+  const fs::path run = dir() / name("t1", "baseline", 1);
+  std::ofstream metrics(run / "metrics.jsonl", std::ios::trunc);
+  for (int64_t step = 1; step <= 1030; ++step)
+    metrics << nlohmann::json({{"step", step}, {"tokens", step * 10}, {"train_loss", double(step)}}).dump() << "\n";
+  metrics.close();
+  const auto report = build_report(dir(), false);
+  const auto& curve = report.runs[0].train_curve;
+  ASSERT_EQ(report.runs[0].name, "t1/baseline/s1");
+  ASSERT_EQ(curve.size(), 344u);
+  EXPECT_EQ(curve[0].step, 3);
+  EXPECT_EQ(curve[0].tokens, 30);
+  EXPECT_DOUBLE_EQ(curve[0].train_loss, 2.0);  // (1 + 2 + 3) / 3
+  EXPECT_EQ(curve[342].step, 1029);
+  EXPECT_DOUBLE_EQ(curve[342].train_loss, 1028.0);
+  EXPECT_EQ(curve[343].step, 1030);
+  EXPECT_DOUBLE_EQ(curve[343].train_loss, 1030.0);  // a bin of one step
 }
 
 TEST(ReportErrors, AMissingDirectoryIsAClearError) {

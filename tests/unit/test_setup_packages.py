@@ -136,7 +136,7 @@ class Setup(unittest.TestCase):
 
     ALL = {p: "1" for p in ["cmake", "ninja-build", "ccache", "g++", "python3-venv", "libyaml-cpp-dev",
                             "libspdlog-dev", "libfmt-dev", "libcli11-dev", "nlohmann-json3-dev", "libgtest-dev",
-                            "libssl-dev", "libboost-dev", "python3.12-doc"]}
+                            "libssl-dev", "libboost-dev", "libgloo-dev", "python3.12-doc"]}
 
     def test_nothing_missing_needs_no_sudo_and_no_apt(self):
         s = self.fake("ubuntu2404", installed=dict(self.ALL, python3="3.12.3-0ubuntu2"), uid=1000)

@@ -2,6 +2,9 @@
 // DataError whose message names the file and the fault.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <cstdio>
 #include <string>
 
 #include "attnlab/shards.h"
@@ -151,16 +154,23 @@ TEST(ShardSet, BadShardInSetNamesThatFile) {
   expect_data_error([&] { ShardSet::open(dir.file("d_train_*.bin"), kGpt2VocabSize); }, {path, "truncated"});
 }
 
-TEST(Tokenizer, AbsentFileAssumesGpt2WithANote) {
+TEST(Tokenizer, AbsentFileAcceptsTokensBelowTheModelVocabWithANote) {
   TempDir dir;
-  dir.write_shard("edu_fineweb_val_000000.bin", {{50256, 464}});
-  const auto set = ShardSet::open(dir.file("*_val_*.bin"), kGpt2VocabSize);
+  // A byte-level corpus (ids 0..255) made elsewhere, without tokenizer.json: valid for a 256-token model.
+  dir.write_shard("bytes_val_000000.bin", {iota_tokens(1000, 0, 256)});
+  const auto set = ShardSet::open(dir.file("*_val_*.bin"), 256);
+  EXPECT_EQ(set.num_tokens(), 1000);
   EXPECT_TRUE(set.tokenizer().assumed);
-  EXPECT_EQ(set.tokenizer().tokenizer, "gpt2");
-  EXPECT_EQ(set.tokenizer().vocab_size, 50257);
-  EXPECT_NE(set.tokenizer().note.find("assuming GPT-2"), std::string::npos);
-  expect_data_error([&] { ShardSet::open(dir.file("*_val_*.bin"), 4096); },
-                    {dir.path(), "no tokenizer.json", "50257", "4096"});
+  EXPECT_EQ(set.tokenizer().tokenizer, "unknown");
+  ASSERT_EQ(set.notes().size(), 1u);
+  EXPECT_EQ(set.notes()[0], dir.path() + ": no tokenizer.json; the token ids are used as they are, each checked to be "
+                                         "below model.vocab_size = 256 (the tokenizer is unknown; docs/data.md)");
+  // llm.c's GPT-2 shards load as before, for a model of GPT-2's vocabulary.
+  dir.write_shard("edu_fineweb_val_000001.bin", {{50256, 464}});
+  EXPECT_EQ(ShardSet::open(dir.file("edu_*_val_*.bin"), kGpt2VocabSize).num_tokens(), 2);
+  // Refused only for a token out of range, naming the shard and the id.
+  expect_data_error([&] { ShardSet::open(dir.file("edu_*_val_*.bin"), 256); },
+                    {dir.file("edu_fineweb_val_000001.bin"), "token 50256 at index 0 >= vocab_size 256"});
 }
 
 TEST(Tokenizer, ReadsTokenizerJsonAndChecksVocab) {
@@ -192,6 +202,79 @@ TEST(Tokenizer, MalformedTokenizerJsonNamesTheFile) {
   expect_data_error([&] { read_tokenizer_info(dir.path()); }, {dir.file("tokenizer.json"), "wordpiece"});
 }
 
+TEST(Tokenizer, FieldsOfTheWrongTypeOrRangeAreRefused) {
+  TempDir dir;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"tokenizer": "bytes", "vocab_size": 257, "eot": "256"})", "\"eot\": expected an integer"},
+      {R"({"tokenizer": "bytes", "vocab_size": 257, "eot": 257})", "eot 257 outside the vocabulary [0, 257)"},
+      {R"({"tokenizer": "bytes", "vocab_size": 257, "eot": -1})", "eot -1 outside"},
+      {R"({"tokenizer": "sentencepiece", "vocab_size": 4096, "model": 5})", "\"model\": expected a file name or null"},
+      {R"({"tokenizer": "bytes", "vocab_size": 257, "source": ["a"]})", "\"source\": expected a string"},
+      {R"({"tokenizer": "bytes", "vocab_size": 18446744073709551615})", "vocab_size 18446744073709551615 does not fit"},
+      {R"({"tokenizer": "bytes", "vocab_size": 65537})", "vocab_size 65537 does not fit"},
+      {R"({"tokenizer": "bytes", "vocab_size": 257, "documents": 1e400})", "not valid JSON"},  // beyond a double
+  };
+  for (const auto& [text, fragment] : cases) {
+    dir.write_text("tokenizer.json", text);
+    expect_data_error([&] { read_tokenizer_info(dir.path()); }, {dir.file("tokenizer.json"), fragment});
+  }
+  dir.write_text("tokenizer.json", R"({"tokenizer": "bytes", "vocab_size": 257, "eot": 256, "model": null})");
+  EXPECT_EQ(read_tokenizer_info(dir.path()).eot, 256);
+}
+
+// Two directories holding the same SentencePiece tokenizer (a copy of one model file each).
+struct TwoDirs {
+  TempDir root;
+  std::string a = root.file("a"), b = root.file("b");
+  TwoDirs(const std::string& model_a, const std::string& model_b, int eot_b = 1) {
+    ::mkdir(a.c_str(), 0755);
+    ::mkdir(b.c_str(), 0755);
+    root.write_text("a/tokenizer.json", R"({"tokenizer": "sentencepiece", "vocab_size": 4096, "model": "tokenizer.model", "eot": 1, "source": "here"})");
+    root.write_text("b/tokenizer.json", R"({"tokenizer": "sentencepiece", "vocab_size": 4096, "model": "tokenizer.model", "eot": )" +
+                                            std::to_string(eot_b) + R"(, "source": "there"})");
+    root.write_text("a/tokenizer.model", model_a);
+    root.write_text("b/tokenizer.model", model_b);
+    root.write_shard("a/c_train_000001.bin", {{4, 5, 6}});
+    root.write_shard("b/c_val_000000.bin", {{1, 2, 3}});
+  }
+};
+
+TEST(TrainVal, TheSameTokenizerInDifferentDirectoriesIsAccepted) {
+  TwoDirs dirs("model bytes", "model bytes");
+  const auto data = open_train_val(dirs.a + "/c_train_*.bin", dirs.b + "/c_val_*.bin", 4096);
+  EXPECT_EQ(data.train->tokenizer().file, dirs.a + "/tokenizer.json");
+  EXPECT_EQ(data.val->tokenizer().file, dirs.b + "/tokenizer.json");
+  EXPECT_TRUE(data.notes.empty());
+  EXPECT_EQ(tokenizer_difference(data.train->tokenizer(), data.val->tokenizer()), "");  // the source is free text
+}
+
+TEST(TrainVal, DifferentTokenizersAreRefusedNamingBothFilesAndWhatDiffers) {
+  TwoDirs models("model bytes", "other bytes");
+  expect_data_error([&] { open_train_val(models.a + "/c_train_*.bin", models.b + "/c_val_*.bin", 4096); },
+                    {models.a + "/tokenizer.json and " + models.b + "/tokenizer.json", "train (", "tokenized differently",
+                     "SentencePiece models " + models.a + "/tokenizer.model and " + models.b + "/tokenizer.model differ"});
+  TwoDirs eots("model bytes", "model bytes", 2);
+  expect_data_error([&] { open_train_val(eots.a + "/c_train_*.bin", eots.b + "/c_val_*.bin", 4096); }, {"(eot 1 vs 2)"});
+  // One pattern over both directories: the same check.
+  eots.root.write_shard("a/c_val_000002.bin", {{1}});
+  expect_data_error([&] { ShardSet::open(eots.root.file("*/c_val_*.bin"), 4096); },
+                    {eots.a + "/tokenizer.json and " + eots.b + "/tokenizer.json", "the shards of", "(eot 1 vs 2)"});
+  TwoDirs missing("model bytes", "model bytes");
+  std::remove((missing.b + "/tokenizer.model").c_str());
+  expect_data_error([&] { open_train_val(missing.a + "/c_train_*.bin", missing.b + "/c_val_*.bin", 4096); },
+                    {missing.b + "/tokenizer.model: cannot read the SentencePiece model that " + missing.b + "/tokenizer.json names"});
+}
+
+TEST(TrainVal, ADirectoryWithoutTokenizerJsonSharesTheOthersWithANote) {
+  TwoDirs dirs("model bytes", "model bytes");
+  std::remove((dirs.b + "/tokenizer.json").c_str());
+  const auto data = open_train_val(dirs.a + "/c_train_*.bin", dirs.b + "/c_val_*.bin", 4096);
+  ASSERT_EQ(data.notes.size(), 1u);
+  EXPECT_EQ(data.notes[0], dirs.b + ": no tokenizer.json; taken to share " + dirs.a +
+                               "/tokenizer.json's tokenizer (sentencepiece, vocab_size 4096), each token checked to be "
+                               "below model.vocab_size = 4096");
+}
+
 TEST(TrainVal, OpensBothAndRefusesLeaks) {
   TempDir dir;
   dir.write_shard("c_val_000000.bin", {{1, 2, 3}});
@@ -199,7 +282,7 @@ TEST(TrainVal, OpensBothAndRefusesLeaks) {
   const auto data = open_train_val(dir.file("c_train_*.bin"), dir.file("c_val_*.bin"), kGpt2VocabSize);
   EXPECT_EQ(data.train->num_tokens(), 3);
   EXPECT_EQ(data.val->num_tokens(), 3);
-  ASSERT_EQ(data.notes.size(), 1u);  // the GPT-2 assumption, for the log
+  ASSERT_EQ(data.notes.size(), 1u);  // no tokenizer.json in their one directory, for the log
   expect_data_error([&] { open_train_val(dir.file("c_*.bin"), dir.file("c_val_*.bin"), kGpt2VocabSize); },
                     {dir.file("c_val_000000.bin"), "\"val\""});
   expect_data_error(

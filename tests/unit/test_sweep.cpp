@@ -6,10 +6,12 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
+#include "attnlab/final_record.h"
 #include "attnlab/sweep.h"
 #include "unit/shard_files.h"
 
@@ -113,10 +115,15 @@ TEST_F(SweepTest, DryRunStatesFromTheRunDirectories) {
     std::ofstream(runs[i].out_dir / "config.yaml") << "seed: 1\n";
   };
   claim(0), claim(1), claim(2);
-  std::ofstream(runs[0].out_dir / "final.json") << nlohmann::json({{"final_val_loss", 3.5}, {"steps", 10}, {"config_hash", runs[0].config_hash}});
+  auto finished = [&](int i, double loss, const std::string& hash) {  // every key, as the trainer writes it
+    FinalRecord f;
+    f.final_val_loss = f.best_val_loss = loss, f.steps = 10, f.config_hash = hash;
+    std::ofstream(runs[i].out_dir / "final.json") << to_json(f).dump(2);
+  };
+  finished(0, 3.5, runs[0].config_hash);
   fs::create_directories(runs[1].out_dir / "checkpoints/step_000002");
   fs::create_directories(runs[1].out_dir / "checkpoints/step_000004");
-  std::ofstream(runs[2].out_dir / "final.json") << nlohmann::json({{"final_val_loss", 3.6}, {"steps", 10}, {"config_hash", "0123"}});
+  finished(2, 3.6, "0123");
   const auto states = inspect_runs(runs);
   EXPECT_EQ(states[0].status, RunStatus::finished);
   EXPECT_EQ(describe(states[0]), "finished (step 10, val 3.5000)");
@@ -140,7 +147,9 @@ TEST_F(SweepTest, DryRunStatesFromTheRunDirectories) {
 TEST_F(SweepTest, SlurmScriptHasOneArrayTaskPerRunWithTheSameCommand) {
   const auto spec = sweep("grid: {tier: [small], model.arm: [baseline, sink_logit]}\nslurm: {time: '02:00:00', gres: 'gpu:1'}\n");
   const auto runs = expand_sweep(spec);
-  const auto script = emit_slurm(spec, runs, "/opt/attnlab");
+  const auto scripts = emit_slurm(spec, runs, "/opt/attnlab");
+  ASSERT_EQ(scripts.size(), 1u);
+  const auto& script = scripts.front();
   std::ifstream in(script);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   for (const char* line : {"#SBATCH --array=0-1\n", "#SBATCH --requeue\n", "#SBATCH --time=02:00:00\n",
@@ -150,6 +159,73 @@ TEST_F(SweepTest, SlurmScriptHasOneArrayTaskPerRunWithTheSameCommand) {
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n---\n" << text;
   EXPECT_TRUE(fs::exists(dir() / "out/configs/small.yaml"));
   EXPECT_EQ(std::system(("bash -n " + script.string()).c_str()), 0) << "the script must parse";
+}
+
+// A run of 8 GPUs on 2 nodes: one srun task per GPU, torchrun's variables taken from Slurm's.
+TEST_F(SweepTest, SlurmMultiGpuRunsAreSrunJobsOfOneTaskPerGpu) {
+  const auto spec = sweep("grid: {seed: [1, 2]}\n");
+  const auto scripts = emit_slurm(spec, expand_sweep(spec), "/opt/attnlab", SlurmLayout{4, 2});
+  ASSERT_EQ(scripts.size(), 1u);
+  std::ifstream in(scripts.front());
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const char* line : {"#SBATCH --array=0-1\n", "#SBATCH --nodes=2\n", "#SBATCH --ntasks-per-node=4\n",
+                           "#SBATCH --gpus-per-node=4\n", "export MASTER_ADDR=$(scontrol show hostnames",
+                           "srun --kill-on-bad-exit=1 bash -c",
+                           "'RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID exec \"$0\" \"$@\"'"})
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n---\n" << text;
+  EXPECT_EQ(std::system(("bash -n " + scripts.front().string()).c_str()), 0) << "the script must parse";
+  EXPECT_THROW(emit_slurm(spec, expand_sweep(spec), "/opt/attnlab", SlurmLayout{0, 2}), SweepError);
+}
+
+// Slurm's default MaxArraySize (1001) refuses --array=0-1079: a 1,080-run grid becomes two arrays
+// whose task k runs run 1000 i + k.
+TEST_F(SweepTest, GridsLargerThanMaxArraySizeAreSplitIntoSeveralArrays) {
+  const auto spec = sweep("grid: {seed: [1]}\n");
+  const auto one = expand_sweep(spec);
+  std::vector<SweepRun> runs(1080, one.front());
+  for (size_t i = 0; i < runs.size(); ++i) runs[i].name = "r" + std::to_string(i);
+  const auto scripts = emit_slurm(spec, runs, "/opt/attnlab");
+  ASSERT_EQ(scripts.size(), 2u);
+  EXPECT_EQ(scripts[0].filename(), "s.part0.sbatch");
+  EXPECT_EQ(scripts[1].filename(), "s.part1.sbatch");
+  std::vector<std::string> texts;
+  for (const auto& script : scripts) {
+    std::ifstream in(script);
+    texts.emplace_back((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(texts.back().find("--array=0-1079"), std::string::npos);
+  }
+  EXPECT_NE(texts[0].find("#SBATCH --array=0-999\n"), std::string::npos);
+  EXPECT_NE(texts[0].find("  999) RUN='r999';"), std::string::npos);
+  EXPECT_NE(texts[1].find("#SBATCH --array=0-79\n"), std::string::npos);
+  EXPECT_NE(texts[1].find("  0) RUN='r1000';"), std::string::npos);
+  EXPECT_NE(texts[1].find("  79) RUN='r1079';"), std::string::npos);
+  EXPECT_NE(texts[1].find("Task k runs run 1000 + k"), std::string::npos);
+}
+
+// With 2 GPUs per run, worker k gets the k-th disjoint pair and starts `train ... --nproc 2`.
+TEST_F(SweepTest, RunsOfSeveralGpusGetDisjointDevicesAndOneRankEach) {
+  const auto spec = sweep("grid: {seed: [1, 2]}\n");
+  const fs::path calls = dir() / "calls.txt";
+  const fs::path fake = write("fake_attnlab.sh", "#!/bin/sh\necho \"$CUDA_VISIBLE_DEVICES|$*\" >> " + calls.string() + "\n");
+  fs::permissions(fake, fs::perms::owner_exec, fs::perm_options::add);
+  SweepOptions options;
+  options.executable = fake;
+  options.gpus = 4;
+  options.gpus_per_run = 2;
+  options.log = [](const std::string&) {};
+  EXPECT_EQ(default_workers(expand_sweep(spec), 4, 2), 2);
+  options.workers = 2;
+  run_sweep(spec, expand_sweep(spec), options);  // the fake trains nothing: both runs count as failed
+  std::ifstream in(calls);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 2u);
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines[0].rfind("0,1|train ", 0), 0u) << lines[0];
+  EXPECT_EQ(lines[1].rfind("2,3|train ", 0), 0u) << lines[1];
+  for (const auto& line : lines) EXPECT_NE(line.find("--nproc 2"), std::string::npos) << line;
+  options.workers = 3;  // 3 x 2 GPUs of 4
+  EXPECT_THROW(run_sweep(spec, expand_sweep(spec), options), SweepError);
 }
 
 TEST_F(SweepTest, ASecondSweepOnTheSameOutputIsRefused) {

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attnlab/activation_capture.h"
+#include "attnlab/final_record.h"
 #include "attnlab/run_config.h"
 #include "attnlab/wd_report.h"
 
@@ -87,16 +89,22 @@ class WdSweepTest : public ::testing::Test {
     cfg.train.max_steps = 10;
     cfg.optim.weight_decay = lambda;
     std::ofstream(run_dir / "config.yaml") << to_yaml(cfg);
-    std::ofstream(run_dir / "final.json") << nlohmann::json({{"final_val_loss", 5.0}, {"steps", 10}, {"tier", "micro"}, {"arm", "baseline"}, {"seed", 1}}).dump();
+    FinalRecord f;  // every key, as the trainer writes it
+    f.final_val_loss = f.best_val_loss = 5.0, f.steps = 10, f.tier = "micro", f.arm = "baseline", f.seed = 1;
+    std::ofstream(run_dir / "final.json") << to_json(f).dump();
     std::ofstream metrics(run_dir / "metrics.jsonl");
     for (size_t i = 0; i < maxima.size(); ++i) {
       const int64_t step = int64_t(i) * 10;
       metrics << nlohmann::json({{"step", step}, {"train_loss", 1.0}, {"val_loss", nullptr}}).dump() << "\n";
-      // layer 1 holds the largest value; layer 0 a smaller one
-      metrics << nlohmann::json({{"type", "activations"}, {"step", step},
-                                 {"layers", {{{"layer", 0}, {"peak", {{"max_abs", maxima[i] / 2}}}},
-                                             {{"layer", 1}, {"peak", {{"max_abs", maxima[i]}}}}}}})
-                     .dump()
+      // layer 1 holds the largest value; layer 0 a smaller one (records as the trainer writes them)
+      ActivationCapture capture;
+      for (int64_t l : {0, 1}) {
+        LayerActivations a;
+        a.layer = l;
+        a.peak.max_abs = l == 1 ? maxima[i] : maxima[i] / 2;
+        capture.layers.push_back(a);
+      }
+      metrics << nlohmann::json({{"type", "activations"}, {"step", step}, {"layers", layers_json(capture)}}).dump()
               << "\n";
     }
   }

@@ -1,4 +1,4 @@
-// `attnlab activations --runs <run dirs...> --out DIR [--plots]` (issue 7, SPEC section 5).
+// `attnlab activations --runs <run dirs...> --out DIR [--plots]` (SPEC section 5).
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -8,7 +8,7 @@
 
 #include "attnlab/activation_report.h"
 #include "attnlab/progress.h"
-#include "attnlab/report.h"
+#include "attnlab/run_dir.h"
 #include "commands.h"
 #include "plot_paths.h"
 
@@ -37,12 +37,6 @@ void print_summary(const ActivationsReport& report) {
     for (double j : o.jaccard) std::cout << fmt::format(" {:.2f}", j);
     std::cout << "\n";
   }
-}
-
-void write_files(const ActivationsReport& report, const fs::path& out) {
-  fs::create_directories(out);
-  std::ofstream(out / "activations.json") << activations_json(report).dump(1) << "\n";
-  for (const auto& [name, text] : activations_csv(report)) std::ofstream(out / name) << text;
 }
 
 }  // namespace
@@ -89,7 +83,9 @@ void add_activations_command(CLI::App& app) {
     scan.progress = &progress;
     const auto report = activations_report(dirs, scan);
     const fs::path out(args->out);
-    write_files(report, out);
+    auto files = activations_csv(report);
+    files["activations.json"] = activations_json(report).dump(1) + "\n";
+    write_outputs(out, files);
     print_summary(report);
     std::cout.flush();
     std::cerr << fmt::format("attnlab activations: wrote activations.json and CSV files to {}\n", out.string());

@@ -9,6 +9,7 @@
 
 #include "attnlab/probe_run.h"
 #include "attnlab/progress.h"
+#include "attnlab/run_dir.h"
 #include "commands.h"
 
 namespace attnlab::cli {
@@ -72,7 +73,7 @@ std::vector<int64_t> parse_layers(const std::string& text) {
 
 void write_and_print(const std::filesystem::path& dir, const std::map<std::string, std::string>& files,
                      const std::string& markdown_name) {
-  write_files(dir, files);
+  write_outputs(dir, files);
   std::cout << files.at(markdown_name);
   std::cout.flush();
   std::cerr << fmt::format("wrote {} files to {}\n", files.size(), dir.string());

@@ -45,7 +45,7 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("--plot-script", args->plot_script, "Path of tools/plot_report.py (default: found from the build)");
   add_probe_report_flags(cmd, args->probes);
   cmd->add_flag("--quiet", args->quiet, "No progress lines for --probes / --inject (stderr, only when it is a terminal)");
-  cmd->add_flag("--wd", args->wd, "Weight-decay sweep instead (issue 7): peak step and size of max |x| per run, "
+  cmd->add_flag("--wd", args->wd, "Weight-decay sweep instead: peak step and size of max |x| per run, "
                                   "t_peak = a - b ln(lambda), peak ~ lambda^p");
   cmd->callback([args] {
     log_to_stderr("report");  // the tables alone on stdout

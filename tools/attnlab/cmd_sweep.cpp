@@ -43,7 +43,7 @@ void print_dry_run(const SweepSpec& spec, const std::vector<SweepRun>& runs, int
 void add_sweep_command(CLI::App& app) {
   struct Args {
     std::string config, emit;
-    int64_t workers = 0, gpus = -1;
+    int64_t workers = 0, gpus = -1, gpus_per_run = 1, nodes_per_run = 1;
     bool dry_run = false;
   };
   auto args = std::make_shared<Args>();
@@ -53,6 +53,12 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("--workers", args->workers, "Concurrent runs (default: cores / threads_per_run, or one per GPU)")
       ->check(non_negative());
   cmd->add_option("--gpus", args->gpus, "GPUs to share among workers (default: every visible GPU unless runs use the CPU)");
+  cmd->add_option("--gpus-per-run", args->gpus_per_run,
+                  "GPUs per run: each run is a data-parallel job of this many ranks (locally on disjoint GPUs; "
+                  "with --emit slurm, one srun task per GPU; docs/distributed.md)")
+      ->check(positive());
+  cmd->add_option("--nodes-per-run", args->nodes_per_run, "With --emit slurm: nodes per run (--gpus-per-run split evenly)")
+      ->check(positive());
   cmd->add_flag("--dry-run", args->dry_run, "List the runs and their state; write nothing");
   cmd->add_option("--emit", args->emit, "Write a scheduler script instead of running: slurm")->check(CLI::IsMember({"slurm"}));
   cmd->callback([args] {
@@ -62,13 +68,21 @@ void add_sweep_command(CLI::App& app) {
     SweepOptions options;
     options.executable = exe;
     options.gpus = args->gpus >= 0 ? args->gpus : visible_gpus(runs);
-    options.workers = args->workers > 0 ? args->workers : default_workers(runs, options.gpus);
+    options.gpus_per_run = args->gpus_per_run;
+    options.workers = args->workers > 0 ? args->workers : default_workers(runs, options.gpus, options.gpus_per_run);
     if (args->dry_run) return print_dry_run(spec, runs, options.workers);
     if (args->emit == "slurm") {
-      const auto script = emit_slurm(spec, runs, exe);
+      if (args->gpus_per_run % args->nodes_per_run != 0)
+        throw SweepError(fmt::format("--gpus-per-run {} does not split evenly over --nodes-per-run {}", args->gpus_per_run,
+                                     args->nodes_per_run));
+      SlurmLayout layout;
+      if (args->gpus_per_run > 1 || args->nodes_per_run > 1)
+        layout = {args->gpus_per_run / args->nodes_per_run, args->nodes_per_run};
+      const auto scripts = emit_slurm(spec, runs, exe, layout);
       write_manifest(spec, manifest_json(spec, runs, inspect_runs(runs), exe));
-      std::cout << fmt::format("wrote {} ({} array tasks) and {}\nsubmit with: sbatch {}\n", script.string(), runs.size(),
-                               (spec.out / "manifest.json").string(), script.string());
+      std::cout << fmt::format("wrote {} array(s) of at most {} tasks for {} runs, and {}\nsubmit with:\n",
+                               scripts.size(), kSlurmMaxArrayIndex, runs.size(), (spec.out / "manifest.json").string());
+      for (const auto& script : scripts) std::cout << "  sbatch " << script.string() << "\n";
       return;
     }
     const auto outcome = run_sweep(spec, runs, options);

@@ -2,8 +2,8 @@
 
 #include "commands.h"
 #include "plot_paths.h"
+#include "attnlab/run_dir.h"
 
-#include <fstream>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -36,9 +36,7 @@ void run_probe_report(const SweepReport& report, const ProbeReportOptions& optio
   o.progress = &progress;
   const auto results = collect_probe_results(report, o);
   const auto markdown = probe_tables_markdown(results, report.compare_paper);
-  fs::create_directories(out);
-  std::ofstream(out / "probes.md") << markdown;
-  std::ofstream(out / "probes.json") << results.dump(1) << "\n";
+  write_outputs(out, {{"probes.md", markdown}, {"probes.json", results.dump(1) + "\n"}});
   std::cout << "\n" << markdown;
   std::cout.flush();
   std::cerr << fmt::format("attnlab report: wrote probes.md and probes.json to {}\n", out.string());

@@ -1,13 +1,12 @@
 // `attnlab report --wd` (see wd_command.h).
 #include "wd_command.h"
 
-#include <fstream>
 #include <iostream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "attnlab/report.h"
+#include "attnlab/run_dir.h"
 #include "attnlab/wd_report.h"
 #include "plot_paths.h"
 
@@ -16,11 +15,11 @@ namespace fs = std::filesystem;
 
 void run_wd_report(const fs::path& sweep_dir, const fs::path& out, bool plots, const std::string& python) {
   const auto report = build_wd_report(sweep_dir);
-  fs::create_directories(out);
   const auto markdown = wd_markdown(report);
-  std::ofstream(out / "wd.md") << markdown;
-  std::ofstream(out / "wd.json") << wd_json(report).dump(1) << "\n";
-  for (const auto& [name, text] : wd_csv(report)) std::ofstream(out / name) << text;
+  auto files = wd_csv(report);
+  files["wd.md"] = markdown;
+  files["wd.json"] = wd_json(report).dump(1) + "\n";
+  write_outputs(out, files);
   std::cout << markdown;
   std::cout.flush();
   std::cerr << fmt::format("attnlab report --wd: wrote wd.md, wd.json, wd_runs.csv and wd_fits.csv to {}\n", out.string());

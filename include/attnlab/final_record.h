@@ -1,0 +1,54 @@
+// final.json: what a run reports once it has reached its last step (docs/design.md, "The run
+// directory"). The trainer writes it through RunWriter::write_final(); the sweep, the report and
+// `attnlab sweep --dry-run` read it through RunDir::final_record(). Every key is always written, so
+// a reader treats a missing or mistyped key as a damaged file, never as a default.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "attnlab/model_config.h"
+
+namespace attnlab {
+
+/// Where a run's wall time went, in seconds, summed over every session of the run.
+struct TimeSplit {
+  double data = 0.0, compute = 0.0, eval = 0.0, checkpoint = 0.0, log = 0.0, track = 0.0;
+};
+
+/// The checkpoint a branch run started from (`attnlab train --branch-from`).
+struct ParentRecord {
+  std::string checkpoint;  ///< its directory, as the trainer read it
+  int64_t step = 0;
+};
+
+struct FinalRecord {
+  double final_val_loss = 0.0;  ///< nats/token on the run's validation set at the last step
+  double best_val_loss = 0.0;   ///< lowest evaluated validation loss (nats/token)
+  int64_t steps = 0;            ///< optimizer steps
+  int64_t tokens_seen = 0;      ///< training tokens
+  ParamCounts params;
+  double wall_time_s = 0.0;
+  std::string git_revision;     ///< of the binary that finished the run
+  std::string config_hash;      ///< config_hash() of the run's config (run_config.h)
+  std::string arm, tier, device;
+  int64_t world_size = 1;        ///< data-parallel ranks that trained it (absent in records of older runs: 1)
+  uint64_t seed = 0;
+  int64_t val_tokens = 0;        ///< validation targets the loss averages over
+  uint64_t val_fingerprint = 0;  ///< ValidationSet::fingerprint(): runs that share it saw the same tokens
+  TimeSplit time_s;
+  std::optional<ParentRecord> parent;  ///< branch runs only
+};
+
+/// The JSON object final.json holds (every key; "parent" only for a branch).
+nlohmann::json to_json(const FinalRecord& record);
+
+/// Reads that object back. Throws FileError naming `origin` and the first key that is missing or
+/// has the wrong type.
+FinalRecord final_record_from_json(const nlohmann::json& j, const std::filesystem::path& origin);
+
+}  // namespace attnlab

@@ -1,0 +1,41 @@
+// The probe measures of SPEC section 4 as one table (docs/probes.md): their names in files, their
+// definitions, which arms they apply to and where their per-head sums accumulate. The summary
+// (probe_summary), the CSV columns and per-measure files, probe.md's columns, the report's probe
+// table and the plot script's order are all read from it, so a new measure is one row here plus
+// its accumulation in accumulate_layer().
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "attnlab/probes.h"
+
+namespace attnlab {
+
+struct ProbeMeasure {
+  enum class Kind {
+    per_head,    ///< a per-head mean accumulated in LayerProbeSums::*sums
+    sink_rate,   ///< per layer and model only: the share of heads whose sink_score > kSinkRateThreshold
+  };
+  enum class Needs { any_arm, sink, gate };  ///< null for arms without a sink term / a gate
+
+  std::string name;        ///< JSON key, CSV column, probe_<name>.csv
+  std::string label;       ///< Markdown column header
+  std::string definition;  ///< one line, as probe.json's conventions list it
+  Kind kind = Kind::per_head;
+  Needs needs = Needs::any_arm;
+  bool percent = false;    ///< a share: Markdown shows it in percent, else with 3 decimals
+  bool in_tables = true;   ///< a column of probe.md and of the report's table
+  HeadMeans LayerProbeSums::*sums = nullptr;  ///< Kind::per_head only
+
+  /// Whether an arm with (or without) a sink term and a gate has this measure.
+  bool applies(bool has_sink, bool has_gate) const;
+};
+
+/// Every measure, in the order files list them.
+const std::vector<ProbeMeasure>& probe_measure_table();
+
+/// The row called `name`; throws std::invalid_argument naming it and listing the known names.
+const ProbeMeasure& probe_measure(const std::string& name);
+
+}  // namespace attnlab

@@ -1,0 +1,145 @@
+// open_trained(): one way to load a trained model, choose its validation tokens and say so.
+#include "attnlab/trained_run.h"
+
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "attnlab/device.h"
+#include "attnlab/shards.h"
+#include "attnlab/version.h"
+
+namespace attnlab {
+namespace fs = std::filesystem;
+namespace {
+
+std::string data_pattern(const TokenChoice& choice, const TrainedRun& run, const std::string& source) {
+  if (!choice.data.empty()) return choice.data;
+  if (run.config) return run.config->data.val;
+  throw std::invalid_argument(source + " carries no run config, so no data.val; pass --data <val shards>");
+}
+
+int64_t sequence_length(const TokenChoice& choice, const TrainedRun& run, const std::string& source) {
+  int64_t T = choice.length;
+  if (T <= 0 && run.config) T = run.config->train.seq_len;
+  if (T <= 0) throw std::invalid_argument(source + " carries no run config, so no train.seq_len; pass --length");
+  const int64_t context = run.model_config.block_size;  // sink_token's token has no position: T may equal it
+  if (T > context)
+    throw std::invalid_argument("--length " + std::to_string(T) + " exceeds the model's context of " +
+                                std::to_string(context) + " text tokens");
+  return T;
+}
+
+std::vector<Batch> split(const Batch& all, int64_t batch_size) {
+  std::vector<Batch> out;
+  for (int64_t i = 0; i < all.x.size(0); i += batch_size) {
+    const int64_t n = std::min(batch_size, all.x.size(0) - i);
+    out.push_back({all.x.narrow(0, i, n), all.y.narrow(0, i, n)});
+  }
+  return out;
+}
+
+// The first N validation sequences (every whole one within `tokens` when that is set), or N windows
+// drawn with a seed; records which in the provenance.
+void choose_tokens(TrainedRun& run, std::shared_ptr<const ShardSet> val, const TokenChoice& choice, int64_t T) {
+  auto& p = run.provenance;
+  if (choice.seed) {
+    BatchSampler sampler(val, {choice.sequences, T, *choice.seed});
+    p.sequences = choice.sequences;
+    p.selection = "windows drawn by BatchSampler (seed " + std::to_string(*choice.seed) + ", step 0) over the val shards";
+    run.batches = split(sampler.batch(0, 0), choice.batch_size);
+    return;
+  }
+  const int64_t max_tokens = choice.tokens > 0 ? choice.tokens : choice.sequences * T + 1;
+  run.validation.emplace(val, T, max_tokens);
+  const int64_t available = run.validation->num_sequences();
+  if (choice.tokens <= 0 && available < choice.sequences)
+    throw std::invalid_argument(val->pattern() + " holds only " + std::to_string(available) + " sequences of " +
+                                std::to_string(T) + " tokens, fewer than the " + std::to_string(choice.sequences) +
+                                " asked for (--sequences, or --batches x --batch-size)");
+  p.sequences = choice.tokens > 0 ? available : choice.sequences;
+  p.selection = "the first N consecutive sequences of the val stream (ValidationSet)";
+  p.val_fingerprint = run.validation->fingerprint();
+  run.batches = split(run.validation->sequences(0, p.sequences), choice.batch_size);
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Provenance& p) {
+  auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
+  return {{"checkpoint", p.checkpoint},
+          {"step", p.step},
+          {"arm", p.arm},
+          {"tier", opt(p.tier)},
+          {"run_seed", opt(p.run_seed)},
+          {"parent", p.parent ? nlohmann::json({{"checkpoint", p.parent->checkpoint}, {"step", p.parent->step}})
+                              : nlohmann::json()},
+          {"data", p.data},
+          {"data_files", p.data_files},
+          {"sequences", p.sequences},
+          {"length", p.length},
+          {"batch_size", p.batch_size},
+          {"probe_seed", opt(p.probe_seed)},
+          {"selection", p.selection},
+          {"val_fingerprint", opt(p.val_fingerprint)},
+          {"device", p.device},
+          {"optimizer_state", opt(p.optimizer_state)},
+          {"dtype", p.dtype},
+          {"attention", p.attention},
+          {"attnlab", p.attnlab}};
+}
+
+const RunConfig& TrainedRun::run_config() const {
+  if (!config) throw std::invalid_argument(provenance.checkpoint + " carries no run config; this analysis needs one");
+  return *config;
+}
+
+TrainedRun open_trained(const fs::path& checkpoint, const OpenOptions& options) {
+  const auto& choice = options.tokens;
+  if (choice.sequences <= 0 || choice.batch_size <= 0 || choice.tokens < 0)
+    throw std::invalid_argument("--sequences, --batch-size and --tokens must be positive");
+  TrainedRun run;
+  std::vector<std::string> warnings;
+  LoadedModel loaded = load_model(checkpoint, &warnings);
+  for (const auto& w : warnings) spdlog::warn("{}", w);
+  const std::string source = loaded.source.string();
+  run.model = loaded.model;
+  run.model_config = loaded.model_config;
+  if (!loaded.config.empty()) run.config = run_config_from_json(loaded.config);
+  if (options.with_optimizer) {
+    const bool has = fs::exists(loaded.source / "optimizer.safetensors");
+    if (has) {
+      run.optimizer = load_checkpoint(loaded.source, /*with_optimizer=*/true);
+      run.optimizer->weights.clear();  // the model holds them already
+    } else {
+      spdlog::warn("{}: no optimizer.safetensors; preconditioned quantities are null", source);
+    }
+  }
+
+  auto& p = run.provenance;
+  p.checkpoint = source;
+  p.step = loaded.step;
+  p.arm = loaded.model_config.arm;
+  if (run.config) p.tier = run.config->tier, p.run_seed = run.config->seed;
+  if (loaded.extra.contains("parent"))
+    p.parent = ParentRecord{loaded.extra["parent"].at("checkpoint").get<std::string>(),
+                            loaded.extra["parent"].at("step").get<int64_t>()};
+  if (options.with_optimizer) p.optimizer_state = run.optimizer.has_value();
+  p.data = data_pattern(choice, run, source);
+  p.length = sequence_length(choice, run, source);
+  p.batch_size = choice.batch_size;
+  p.probe_seed = choice.seed;
+  p.attnlab = version() + " (" + git_revision() + ")";
+  auto val = std::make_shared<const ShardSet>(ShardSet::open(p.data, run.model_config.vocab_size));
+  for (const auto& s : val->shards()) p.data_files.push_back(s.path());
+  choose_tokens(run, val, choice, p.length);
+
+  run.device = resolve_device(options.device);
+  p.device = run.device.str();
+  run.model->to(run.device);
+  run.model->eval();
+  return run;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,91 @@
+// The test-only registry extension behind the tenth-arm test (docs/adding-an-arm.md): when
+// ATTNLAB_TEST_EXTRA_ARM is "name:sink=learned,gate=norm,slot=routing" (features omitted: none, none,
+// value; sink_token=1 for a prepended token), the arm is registered before any suite enumerates the
+// registry, so every test parameterised over all_arms() also runs over it. ATTNLAB_TEST_GOLDEN_FILE
+// names a file of tools/golden_arms.py whose arms are added to tests/data/golden/attention_arms.json.
+// Every suite that enumerates arms includes this header.
+#pragma once
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "attnlab/arm.h"
+
+namespace attnlab::testing_extra {
+
+inline ArmSpec parse_extra_arm(const std::string& text) {
+  ArmSpec arm;
+  const auto colon = text.find(':');
+  arm.name = text.substr(0, colon);
+  arm.summary = "test-only arm " + text;
+  std::stringstream features(colon == std::string::npos ? "" : text.substr(colon + 1));
+  for (std::string item; std::getline(features, item, ',');) {
+    const auto eq = item.find('=');
+    const std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    if (key == "sink") {
+      arm.sink = value == "learned" ? SinkKind::learned : value == "fixed_zero" ? SinkKind::fixed_zero : SinkKind::none;
+      if (value != "learned" && value != "fixed_zero" && value != "none") throw std::invalid_argument("sink=" + value);
+    } else if (key == "gate") {
+      arm.gate = parse_gate_kind(value);
+    } else if (key == "slot") {
+      if (value != "value" && value != "routing") throw std::invalid_argument("slot=" + value);
+      arm.slot = value == "routing" ? GateSlot::routing : GateSlot::value;
+    } else if (key == "sink_token") {
+      arm.sink_token = value == "1";
+    } else {
+      throw std::invalid_argument("ATTNLAB_TEST_EXTRA_ARM: unknown feature '" + key + "'");
+    }
+  }
+  return arm;
+}
+
+/// The extension's arm name, or "" when none is registered.
+inline std::string extra_arm_name() {
+  const char* text = std::getenv("ATTNLAB_TEST_EXTRA_ARM");
+  return text && *text ? parse_extra_arm(text).name : "";
+}
+
+inline bool register_extra_arm() {
+  const char* text = std::getenv("ATTNLAB_TEST_EXTRA_ARM");
+  if (!text || !*text) return false;
+  register_arm(parse_extra_arm(text));
+  return true;
+}
+
+/// Runs at static initialisation in every test program that includes this header (once per program).
+inline const bool kExtraArmRegistered = register_extra_arm();
+
+/// The names of every arm in the registry, the extension's included: what parameterised suites run over.
+inline std::vector<std::string> registry_arm_names() {
+  std::vector<std::string> names;
+  for (const auto& arm : all_arms()) names.push_back(arm.name);
+  return names;
+}
+
+/// tests/data/golden/attention_arms.json, plus the arms of ATTNLAB_TEST_GOLDEN_FILE (same inputs).
+inline const nlohmann::json& golden_values() {
+  static const nlohmann::json data = [] {
+    auto read = [](const std::string& path) {
+      std::ifstream in(path);
+      if (!in) throw std::runtime_error("cannot open " + path);
+      return nlohmann::json::parse(in);
+    };
+    auto g = read(std::string(ATTNLAB_SOURCE_DIR) + "/tests/data/golden/attention_arms.json");
+    if (const char* extra = std::getenv("ATTNLAB_TEST_GOLDEN_FILE"); extra && *extra) {
+      const auto more = read(extra);
+      for (const char* input : {"q", "k", "v", "R"})
+        if (more[input] != g[input]) throw std::runtime_error(std::string(extra) + ": other inputs than the golden file");
+      for (const auto& [name, values] : more["arms"].items()) g["arms"][name] = values;
+    }
+    return g;
+  }();
+  return data;
+}
+
+}  // namespace attnlab::testing_extra

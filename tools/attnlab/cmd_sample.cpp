@@ -70,7 +70,9 @@ void add_sample_command(CLI::App& app) {
     for (const auto& w : warnings) spdlog::warn("{}", w);
     TextCodec codec{args->python.empty() ? venv_python() : std::filesystem::path(args->python),
                     source_tool("text_codec.py"), run_tokenizer(args->tokenizer, loaded)};
-    if (codec.tokenizer.assumed) spdlog::info("{}", codec.tokenizer.note);
+    if (codec.tokenizer.assumed)  // ids alone cannot become text: which tokenizer made them is not known
+      throw std::runtime_error("no tokenizer.json beside the run's data.train shards (" + codec.tokenizer.dir +
+                               "): its token ids have no known text; pass --tokenizer DIR_OR_TOKENIZER_JSON");
     check_vocab(codec.tokenizer, loaded.model_config.vocab_size);
 
     // A document starts after the separator in every shard prepare_data.py writes, so the prompt does too.

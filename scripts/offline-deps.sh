@@ -7,7 +7,7 @@
 # The target is x86-64 Linux with a glibc at least as new as Debian 12's.
 set -euo pipefail
 PACKAGES="libyaml-cpp0.7 libyaml-cpp-dev libspdlog1.10 libspdlog-dev libfmt9 libfmt-dev libcli11-dev
-nlohmann-json3-dev libgtest-dev libgmock-dev googletest libssl-dev libssl3 libgloo-dev"
+nlohmann-json3-dev libgtest-dev libgmock-dev googletest libssl-dev libssl3 libgloo-dev libboost1.74-dev"
 usage() { sed -n '2,7p' "$0"; exit 2; }
 case "${1:-}" in
   download)

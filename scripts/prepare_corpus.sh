@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the embedded real corpus data/pydoc/ (docs/data.md): the reStructuredText sources of the
-# Python 3.11 documentation that Debian's python3.11-doc ships, one document per file, a 5% document-
-# level validation split, and a 4096-token SentencePiece BPE vocabulary trained on the train part.
+# Python documentation that the release's python3.X-doc package ships (python3.11-doc on Debian 12;
+# scripts/setup.sh installs the release's own), one document per file, a 5% document-level
+# validation split, and a 4096-token SentencePiece BPE vocabulary trained on the train part.
 # Idempotent: does nothing while the shards and tokenizer.json are newer than this script and
 # tools/prepare_data.py. Writes into a temporary directory and renames, so a stopped run leaves
 # no half corpus behind.
@@ -11,7 +12,6 @@ cd "$(dirname "$0")/.."
 source scripts/setup.sh
 
 OUT="${ATTNLAB_CORPUS_DIR:-data/pydoc}"
-SOURCES=/usr/share/doc/python3.11-doc/html/_sources
 VOCAB=4096
 
 up_to_date() {
@@ -27,12 +27,16 @@ if up_to_date; then
   echo "[corpus] $OUT is up to date"
   exit 0
 fi
-if [ ! -d "$SOURCES" ]; then
-  echo "[corpus] error: $SOURCES is missing; install the Debian package python3.11-doc" >&2
+# The newest python3.X-doc installed (a release has one; the text, and so the demo's numbers, differ
+# a little between Python versions).
+if ! SOURCES=$(attnlab_python_doc_sources); then
+  attnlab_read_os_release || true
+  echo "[corpus] error: no /usr/share/doc/python3.*-doc/html/_sources; install the Debian package" \
+       "$(attnlab_python_doc_package || echo 'python3.X-doc of your release')" >&2
   exit 1
 fi
-
-version=$(dpkg-query -W -f='${Version}' python3.11-doc 2>/dev/null || echo unknown)
+package=$(basename "$(dirname "$(dirname "$SOURCES")")")
+version=$(dpkg-query -W -f='${Version}' "$package" 2>/dev/null || echo unknown)
 tmp="$OUT.tmp.$$"
 trap 'rm -rf "$tmp"' EXIT
 rm -rf "$tmp"
@@ -41,7 +45,7 @@ echo "[corpus] tokenizing $SOURCES into $OUT (SentencePiece BPE, vocab $VOCAB; a
 "$ATTNLAB_VENV/bin/python" tools/prepare_data.py text \
   --inputs "$SOURCES/**/*.rst.txt" --out "$tmp" --name pydoc \
   --tokenizer sentencepiece --vocab-size "$VOCAB" --val-fraction 0.05 \
-  --source "Debian package python3.11-doc $version: $SOURCES/**/*.rst.txt (Python Software Foundation License Version 2)"
+  --source "Debian package $package $version: $SOURCES/**/*.rst.txt (Python Software Foundation License Version 2)"
 rm -rf "$OUT"
 mv "$tmp" "$OUT"
 trap - EXIT

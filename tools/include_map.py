@@ -31,7 +31,7 @@ FLOORS = [
     ["config", "checkpoint"],
     ["run"],
     ["distributed"],
-    ["train", "probes", "activations", "interop"],
+    ["train", "probes", "activations", "interop", "generate"],
     ["sweep", "report"],
     ["tools"],
 ]

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Plots of an `attnlab report` (report.json): validation-loss curves per arm, one figure per tier,
-and the paired differences of SPEC section 3 against tier (with the paper's figures when the report
-was made with --compare-paper).
+"""Plots of an `attnlab report` (report.json): loss curves per arm, one figure per tier, and the
+paired differences of SPEC section 3 against tier (with the paper's figures when the report was made
+with --compare-paper).
 
     python tools/plot_report.py runs/sweeps/demo/report/report.json --out runs/sweeps/demo/report
 
-Writes val_curves_<tier>.png (each run's validation loss, and each arm's gain over baseline at the
-same seed) and increments.png. Needs matplotlib (scripts/setup.sh's venv).
+Writes val_curves_<tier>.png (each run's training loss and validation loss, and each arm's paired
+difference with baseline against step: one thin line per seed, the mean over seeds bold) and
+increments.png (mean and paired t 95% interval per difference). Needs matplotlib (scripts/setup.sh's
+venv).
 """
 import argparse
 import json
@@ -39,43 +41,90 @@ def arm_colors(report):
 
 
 def paired_gain(run, baseline):
-    """L(baseline) - L(run) at the evaluations both made (same seed): > 0 when the arm is ahead."""
+    """L(baseline) - L(run) at the evaluations both made (same seed), by step: > 0 when the arm is ahead."""
     base = {p[0]: p[2] for p in baseline["val_curve"]}
-    points = [(p[1] / 1e6, base[p[0]] - p[2]) for p in run["val_curve"] if p[0] in base]
-    return [t for t, _ in points], [g for _, g in points]
+    return {p[0]: base[p[0]] - p[2] for p in run["val_curve"] if p[0] in base}
+
+
+def mean_over_seeds(gains_by_seed):
+    """The mean paired gain at each step that every seed evaluated (so no step mixes seed sets)."""
+    steps = sorted(set.intersection(*(set(g) for g in gains_by_seed)))
+    return steps, [sum(g[s] for g in gains_by_seed) / len(gains_by_seed) for s in steps]
 
 
 def plot_curves(report, group, colors, out_dir):
     runs = [report["runs"][i] for i in group["runs"]]
     baselines = {r["seed"]: r for r in runs if r["arm"] == "baseline"}
-    fig, (full, paired) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (train, full, paired) = plt.subplots(1, 3, figsize=(16, 4.4))
     labelled = set()
+    gains = {}  # arm -> [per-seed {step: gain}]
     for run in runs:
+        style = dict(color=colors[run["arm"]], alpha=0.85, linewidth=1.2)
+        label = run["arm"] if run["arm"] not in labelled else None
+        if run.get("train_curve"):
+            curve = run["train_curve"]
+            train.plot([p[0] for p in curve], [p[2] for p in curve], label=label, **dict(style, linewidth=0.9))
+            labelled.add(run["arm"])
         curve = run["val_curve"]
         if not curve:
             continue
-        style = dict(color=colors[run["arm"]], alpha=0.85, linewidth=1.2, marker="o", markersize=2.5)
-        label = run["arm"] if run["arm"] not in labelled else None
+        full.plot([p[0] for p in curve], [p[2] for p in curve], marker="o", markersize=2.5,
+                  label=None if run.get("train_curve") else label, **style)
         labelled.add(run["arm"])
-        full.plot([p[1] / 1e6 for p in curve], [p[2] for p in curve], label=label, **style)
         if run["arm"] != "baseline" and run["seed"] in baselines:
-            tokens, gains = paired_gain(run, baselines[run["seed"]])
-            paired.plot(tokens, gains, **style)
+            gain = paired_gain(run, baselines[run["seed"]])
+            if gain:
+                gains.setdefault(run["arm"], []).append(gain)
+                steps = sorted(gain)
+                paired.plot(steps, [gain[s] for s in steps], color=colors[run["arm"]], alpha=0.35, linewidth=0.8)
+    for arm, per_seed in gains.items():
+        steps, mean = mean_over_seeds(per_seed)
+        paired.plot(steps, mean, color=colors[arm], linewidth=2.0, marker="o", markersize=3,
+                    label=f"{arm} (mean of {len(per_seed)} seed{'s' if len(per_seed) != 1 else ''})")
     title = "tier " + group["tier"] + (" (" + group["variant"] + ")" if group["variant"] else "")
-    full.set_title(title + ": validation loss, one line per seed", fontsize=10)
+    train.set_title(title + ": training loss, one line per seed", fontsize=10)
+    train.set_ylabel("training loss (nats/token)")
+    full.set_title("validation loss, one line per seed", fontsize=10)
     full.set_ylabel("validation loss (nats/token)")
     paired.set_title("paired with baseline: L(baseline) - L(arm), same seed", fontsize=10)
     paired.set_ylabel("gain over baseline (nats; > 0: arm better)")
     paired.axhline(0.0, color=colors.get("baseline", "grey"), linewidth=1.0)
-    for ax in (full, paired):
-        ax.set_xlabel("training tokens (M)")
+    for ax in (train, full, paired):
+        ax.set_xlabel("step")
         ax.grid(alpha=0.3)
-    full.legend(fontsize=8)
+    train.legend(fontsize=8)
+    if gains:
+        paired.legend(fontsize=7)
+    # The last half of training, where the arms separate, on its own scale.
+    last = max((p[0] for r in runs for p in r["val_curve"]), default=0)
+    late = [p[2] for r in runs for p in r["val_curve"] if p[0] >= last / 2]
+    early = [p for r in runs for p in r["val_curve"] if p[0] < last / 2]
+    if early and len(late) > 1 and min(late) < max(late):
+        pad = 0.05 * (max(late) - min(late))
+        inset = full.inset_axes([0.45, 0.45, 0.5, 0.45])
+        for run in runs:
+            pts = [p for p in run["val_curve"] if p[0] >= last / 2]
+            inset.plot([p[0] for p in pts], [p[2] for p in pts], color=colors[run["arm"]], alpha=0.85,
+                       linewidth=1.0, marker="o", markersize=2)
+        inset.set_ylim(min(late) - pad, max(late) + pad)
+        inset.tick_params(labelsize=7)
+        inset.grid(alpha=0.3)
     fig.tight_layout()
     name = "val_curves_" + group["tier"] + ("_" + group["variant"].replace("/", "_") if group["variant"] else "") + ".png"
     fig.savefig(os.path.join(out_dir, name), dpi=120)
     plt.close(fig)
     return name
+
+
+def interval_bars(differences):
+    """id -> (mean, mean - low, high - mean) of the paired t 95% interval; no bar (0, 0) for one seed."""
+    bars = {}
+    for d in differences:
+        if d["stats"]["n"] > 0:
+            mean = d["stats"]["mean"]
+            ci = (d.get("paired_t") or {}).get("ci")  # null for one seed
+            bars[d["id"]] = (mean, mean - ci[0], ci[1] - mean) if ci else (mean, 0.0, 0.0)
+    return bars
 
 
 def plot_increments(report, out_dir):
@@ -89,13 +138,16 @@ def plot_increments(report, out_dir):
     for ax, (title, ids) in zip(axes, PANELS):
         for k, diff_id in enumerate(ids):
             color = cmap(k % 10)
-            xs, ys, errs, label = [], [], [], None
+            xs, ys, errs, label = [], [], [[], []], None
             for g in groups:
+                bars = interval_bars(g["differences"])
                 for d in g["differences"]:
-                    if d["id"] == diff_id and d["stats"]["n"] > 0:
+                    if d["id"] == diff_id and d["id"] in bars:
+                        mean, below, above = bars[d["id"]]
                         xs.append(x[g["tier"]] + 0.06 * (k - len(ids) / 2))
-                        ys.append(d["stats"]["mean"])
-                        errs.append(d["stats"]["sd"] or 0.0)
+                        ys.append(mean)
+                        errs[0].append(below)
+                        errs[1].append(above)
                         label = d["quantity"]
             if xs:
                 ax.errorbar(xs, ys, yerr=errs, color=color, marker="o", capsize=3, linestyle="-", label=label)
@@ -113,7 +165,8 @@ def plot_increments(report, out_dir):
         ax.set_xticklabels(tiers)
         ax.set_xlabel("tier")
         ax.set_ylabel("paired difference (nats; > 0: second arm better)")
-        ax.set_title(title + ("\nfilled: ours (mean ± sd over seeds); hollow dashed: paper" if paper else ""), fontsize=10)
+        ax.set_title(title + "\nfilled: ours (mean, paired t 95% interval; no bar for one seed)"
+                     + ("; hollow dashed: paper" if paper else ""), fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()

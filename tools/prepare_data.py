@@ -30,8 +30,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
 import numpy as np
+from tqdm import tqdm
 
 MAGIC, VERSION, HEADER_INTS = 20240520, 1, 256
+SAMPLE_TOKENS = {"10BT": 10 * 10**9, "100BT": 100 * 10**9}  # FineWeb(-Edu) samples: GPT-2 tokens
 GPT2_VOCAB, GPT2_EOT, GPT2_RANKS = 50257, 50256, 50256
 # GPT-2's BPE as a .tiktoken file; scripts/setup.sh fetches it (docs/data.md says from where).
 DEFAULT_GPT2_TIKTOKEN = os.environ.get("ATTNLAB_GPT2_TIKTOKEN") or os.path.join(
@@ -40,6 +42,12 @@ DEFAULT_GPT2_TIKTOKEN = os.environ.get("ATTNLAB_GPT2_TIKTOKEN") or os.path.join(
 
 def fail(message: str) -> None:
     raise SystemExit(f"prepare_data: error: {message}")
+
+
+def progress(quiet: bool, **kwargs) -> tqdm:
+    """A tqdm bar on stderr, redrawn twice a second; none when stderr is not a terminal (tqdm's
+    disable=None), as the attnlab commands' progress lines, or with --quiet."""
+    return tqdm(file=sys.stderr, mininterval=0.5, dynamic_ncols=True, disable=True if quiet else None, **kwargs)
 
 
 # ---- shard files ----------------------------------------------------------------------------------
@@ -110,6 +118,7 @@ class Tokenizer:
     vocab_size: int
     eot: int           # written before every document
     encode_batch: Callable[[list], list]  # texts -> token id lists (threaded where the library can)
+    decode: Callable[[list], str]  # token ids (no separator) -> text (tools/text_codec.py)
     model: str | None = None  # file name beside the shards
     description: str = ""
 
@@ -122,6 +131,7 @@ THREADS = os.cpu_count() or 1
 
 def bytes_tokenizer() -> Tokenizer:
     return Tokenizer("bytes", 257, 256, lambda texts: [list(t.encode("utf-8")) for t in texts],
+                     lambda ids: bytes(ids).decode("utf-8", errors="replace"),
                      description="UTF-8 bytes 0..255; 256 separates documents")
 
 
@@ -150,6 +160,7 @@ def gpt2_tokenizer(ranks: dict | None) -> Tokenizer:
     assert enc.n_vocab == GPT2_VOCAB and enc.eot_token == GPT2_EOT
     return Tokenizer("gpt2", GPT2_VOCAB, GPT2_EOT,
                      lambda texts: enc.encode_ordinary_batch(texts, num_threads=THREADS),
+                     lambda ids: enc.decode(ids, errors="replace"),
                      description="GPT-2 BPE (tiktoken); 50256 = <|endoftext|> separates documents")
 
 
@@ -164,6 +175,8 @@ def sentencepiece_options(vocab_size: int) -> dict:
 def train_sentencepiece(texts: list[str], vocab_size: int, model_path: str) -> Tokenizer:
     """Trains BPE on the non-blank lines of `texts` (deterministic: no sampling of sentences)."""
     import sentencepiece as spm
+    print(f"prepare_data: training SentencePiece BPE (vocab {vocab_size}) on {len(texts)} documents",
+          file=sys.stderr)
     lines = (line for text in texts for line in text.split("\n") if line.strip())
     proto = io.BytesIO()
     spm.SentencePieceTrainer.train(sentence_iterator=lines, model_writer=proto,
@@ -179,6 +192,7 @@ def sentencepiece_tokenizer(model_path: str) -> Tokenizer:
     sp = spm.SentencePieceProcessor(model_file=model_path)
     return Tokenizer("sentencepiece", sp.get_piece_size(), sp.bos_id(),
                      lambda texts: sp.encode(texts, num_threads=THREADS),
+                     lambda ids: sp.decode(ids),
                      model=os.path.basename(model_path),
                      description="SentencePiece BPE trained on the train documents; <s> (1) separates "
                                  "documents; byte fallback, identity normalisation")
@@ -327,8 +341,10 @@ def cmd_text(args) -> dict:
     writer = ShardWriter(args.out, name, args.shard_size, lambda index: phase["split"])
     for split, split_docs in (("val", val), ("train", train)):
         phase["split"] = split
-        for tokens in encode_documents(tok, (d.text for d in split_docs)):
-            writer.add(tokens)
+        with progress(args.quiet, total=len(split_docs), desc=f"{split} documents", unit="doc") as bar:
+            for tokens in encode_documents(tok, (d.text for d in split_docs)):
+                writer.add(tokens)
+                bar.update(1)
         writer.flush()
     stats = {
         "documents": {"train": len(train), "val": len(val)},
@@ -362,10 +378,14 @@ def cmd_fineweb(args, documents: Iterable[dict] | None = None) -> dict:
     os.makedirs(args.out, exist_ok=True)
     name = "edu_fineweb" if args.version == "edu" else "fineweb"  # llm.c's names
     writer = ShardWriter(args.out, name, args.shard_size, lambda i: "val" if i == 0 else "train")
-    for tokens in encode_documents(tok, (doc["text"] for doc in documents)):
-        writer.add(tokens)
-        if args.max_tokens and writer.added >= args.max_tokens:
-            break
+    # The sample's name is its size in GPT-2 tokens, so the bar's total and ETA hold before the end.
+    total = args.max_tokens or SAMPLE_TOKENS.get(args.sample)
+    with progress(args.quiet, total=total, desc=f"{name} tokens", unit="tok", unit_scale=True) as bar:
+        for tokens in encode_documents(tok, (doc["text"] for doc in documents)):
+            writer.add(tokens)
+            bar.update(len(tokens))
+            if args.max_tokens and writer.added >= args.max_tokens:
+                break
     writer.flush()
     repo = "HuggingFaceFW/fineweb-edu" if args.version == "edu" else "HuggingFaceFW/fineweb"
     stats = {"tokens": {"train": writer.tokens("train"), "val": writer.tokens("val")},
@@ -378,7 +398,9 @@ def cmd_fineweb(args, documents: Iterable[dict] | None = None) -> dict:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
-    fw = sub.add_parser("fineweb", help="FineWeb(-Edu) via `datasets`, GPT-2 BPE (needs network)")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--quiet", action="store_true", help="no progress bar (there is none unless stderr is a terminal)")
+    fw = sub.add_parser("fineweb", parents=[common], help="FineWeb(-Edu) via `datasets`, GPT-2 BPE (needs network)")
     fw.add_argument("--version", choices=["edu", "classic"], default="edu")
     fw.add_argument("--sample", choices=["10BT", "100BT"], default="10BT")
     fw.add_argument("--out", required=True, help="output directory")
@@ -387,7 +409,7 @@ def parser() -> argparse.ArgumentParser:
     fw.add_argument("--streaming", action="store_true", help="stream instead of downloading the sample")
     fw.add_argument("--gpt2-tiktoken", help=f"local GPT-2 .tiktoken file (default {DEFAULT_GPT2_TIKTOKEN} "
                                             "when present, else tiktoken downloads its own)")
-    tx = sub.add_parser("text", help="local UTF-8 text files, one document per file")
+    tx = sub.add_parser("text", parents=[common], help="local UTF-8 text files, one document per file")
     tx.add_argument("--inputs", nargs="+", required=True, help="files or globs (** recurses)")
     tx.add_argument("--out", required=True, help="output directory")
     tx.add_argument("--name", help="shard name prefix (default: the output directory's name)")

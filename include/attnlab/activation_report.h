@@ -21,6 +21,8 @@
 
 namespace attnlab {
 
+class Progress;
+
 struct ActivationScanOptions {
   int64_t sequences = 4;     ///< probe batch size (validation sequences [0, sequences))
   std::string val;           ///< validation shard glob; empty = each run's data.val
@@ -29,6 +31,9 @@ struct ActivationScanOptions {
   /// Layer of the heatmap (step x channel at the sink) and the tokens x channels map; -1 = the layer
   /// whose peak max |x_c| is largest at the final checkpoint.
   int64_t layer = -1;
+  /// Counts checkpoints as they are scanned (not owned; optional): activations_report() announces
+  /// every run's checkpoints first, scan_run() advances it by one per checkpoint.
+  Progress* progress = nullptr;
 };
 
 struct CheckpointActivations {

@@ -77,8 +77,9 @@ void check_inject_options(const GPTImpl& model, const InjectOptions& options);
 /// Clean validation loss and the loss at every dose (nats/token, token-weighted over `batches`,
 /// float32 forward on `device`, the model's attention backend). Returns {"clean_loss", "doses":
 /// [{"eps", "loss", "increase"}], "per_layer": [{"layer", "doses": [...]}] (when asked)}.
-/// Throws as check_inject_options().
+/// Throws as check_inject_options(). `progress` (optional) is told of every forward pass (batches x
+/// (1 + doses x (1 + per-layer sets))) and counts each one done.
 nlohmann::json inject_model(GPTImpl& model, const std::vector<Batch>& batches, const c10::Device& device,
-                            const InjectOptions& options);
+                            const InjectOptions& options, Progress* progress = nullptr);
 
 }  // namespace attnlab

@@ -1,6 +1,7 @@
-// Statistics of paired-seed differences (SPEC section 3): mean over seeds, sample standard deviation
-// and how many seeds share the mean's sign. Kept apart from the report so the arithmetic is tested
-// on its own; the report only chooses which numbers go in.
+// Statistics of paired-seed differences (SPEC section 3): mean over seeds, sample standard deviation,
+// how many seeds share the mean's sign, and the paired t analysis (95% interval, two-sided p-value,
+// seeds needed). Kept apart from the report so the arithmetic is tested on its own; the report only
+// chooses which numbers go in. docs/sweeps.md ("Statistics") states every formula.
 #pragma once
 
 #include <cstdint>
@@ -24,5 +25,22 @@ SampleStats summarize(const std::vector<double>& values);
 
 /// -1, 0 or +1.
 int sign_of(double x);
+
+/// The paired t analysis of n differences d_1..d_n (one per seed), testing mean = 0 with Student's t
+/// on n - 1 degrees of freedom (quantiles and tails from Boost.Math). With se = sd / sqrt(n):
+///   interval  mean -+ t_{0.975, n-1} se
+///   p-value   2 P(T_{n-1} > |mean| / se)
+///   seeds     the smallest m >= 2 with t_{0.975, m-1} sd / sqrt(m) < |mean|: how many seeds an
+///             interval at the observed sd would need to exclude 0 (half-width below |mean|)
+struct PairedTTest {
+  int64_t df = 0;                   ///< n - 1
+  double ci_low = 0, ci_high = 0;   ///< the 95% interval of the mean (same unit as the values)
+  std::optional<double> p_value;    ///< none when sd = 0 and mean = 0 (0/0)
+  std::optional<int64_t> seeds_needed;  ///< none when mean = 0 (no n suffices)
+};
+
+/// The test of `s` (from summarize()). std::nullopt when s.n < 2 (no sd, so no interval). With
+/// sd = 0 the interval is [mean, mean], p = 0 (mean != 0) and 2 seeds suffice. Never throws.
+std::optional<PairedTTest> paired_t_test(const SampleStats& s);
 
 }  // namespace attnlab

@@ -15,6 +15,8 @@
 
 namespace attnlab {
 
+class Progress;
+
 struct ProbeReportOptions {
   bool probes = false;  ///< run (or reuse) `probe` on every finished run
   bool inject = false;  ///< run (or reuse) `inject` with both cutoffs, structured and gaussian junk,
@@ -24,6 +26,7 @@ struct ProbeReportOptions {
   std::vector<double> eps = {0.2, 0.4, 0.8, 1.6};
   uint64_t seed = 0;  ///< junk seed (the same for every arm)
   std::string device = "cpu";
+  Progress* progress = nullptr;  ///< counts the finished runs as each is probed (not owned; optional)
 };
 
 /// {"runs": [...], "eps", "seed", "arm_order": the registry's arms, "measures": [{"name", "label",

@@ -21,6 +21,7 @@
 namespace attnlab {
 
 class GPTImpl;
+class Progress;
 
 /// A head counts as an attention sink when its mean attention to key 0, over every query that sees
 /// it (i >= 0), exceeds this (the threshold of the attention-sink literature, e.g. Gu et al. 2024).
@@ -96,10 +97,13 @@ struct ProbeDataOptions {
                            ///< for probe, and injection needs >= 2 for structured junk)
   std::optional<uint64_t> seed;  ///< probe only: none = the first N validation sequences; a seed =
                                  ///< N windows drawn by BatchSampler(seed) over the val shards
+  Progress* progress = nullptr;  ///< where forward passes are counted (not owned; not part of the result)
 };
 
 /// Runs `model` (reference attention, float32, no autocast, no gradients) over `batches` and returns
 /// probe_summary() of every layer. The model's backend is set to reference for the call and restored.
-nlohmann::json probe_model(GPTImpl& model, const std::vector<Batch>& batches, const c10::Device& device);
+/// `progress` (optional) is told of the batches and counts each one done.
+nlohmann::json probe_model(GPTImpl& model, const std::vector<Batch>& batches, const c10::Device& device,
+                           Progress* progress = nullptr);
 
 }  // namespace attnlab

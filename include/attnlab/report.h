@@ -21,13 +21,19 @@
 
 namespace attnlab {
 
+/// RunRecord::train_curve holds at most this many points: a longer run's training losses are
+/// averaged in bins of consecutive steps (each point at its bin's last step), so report.json stays
+/// small for any run length.
+constexpr size_t kTrainCurvePoints = 512;
+
 /// One run of the sweep directory, finished or not.
 struct RunRecord {
   std::string name;     ///< directory relative to the sweep directory, e.g. "micro/baseline/s1"
   std::string tier, arm, variant;
   uint64_t seed = 0;
   RunState state;
-  std::vector<CurvePoint> curve;  ///< its validation points (run_metrics.h)
+  std::vector<CurvePoint> curve;        ///< its validation points (run_metrics.h)
+  std::vector<TrainPoint> train_curve;  ///< training losses, binned to at most kTrainCurvePoints, in step order
 
   bool finished() const { return state.status == RunStatus::finished; }
   double final_val_loss() const;    ///< final.json's, nats/token (finished or stale runs)

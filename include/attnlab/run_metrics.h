@@ -23,6 +23,13 @@ struct CurvePoint {
   double val_loss = 0.0;  ///< nats/token
 };
 
+/// A step record's training loss.
+struct TrainPoint {
+  int64_t step = 0;
+  int64_t tokens = 0;       ///< training tokens at that step
+  double train_loss = 0.0;  ///< nats/token (the report bins these: kTrainCurvePoints)
+};
+
 /// One activation-tracking record: per layer l = 0..n_layer the sink and peak states' statistics
 /// (LayerActivations without sink_abs, which the log does not keep).
 struct TrackedActivations {
@@ -32,11 +39,12 @@ struct TrackedActivations {
 
 struct MetricsHistory {
   std::vector<CurvePoint> validation;        ///< in file order
+  std::vector<TrainPoint> training;          ///< every step record with a train_loss, in file order
   std::vector<TrackedActivations> activations;  ///< by ascending step (stable)
 };
 
-/// Reads a metrics.jsonl. A line that does not parse (a write cut short by a crash) is skipped, as
-/// is a step record without a validation loss. Throws FileError naming the file when it cannot be
+/// Reads a metrics.jsonl. A line that does not parse (a write cut short by a crash) is skipped; a
+/// step record without a validation loss adds no validation point. Throws FileError naming the file when it cannot be
 /// opened, or when an activation record lacks a key the trainer always writes.
 MetricsHistory read_metrics(const std::filesystem::path& metrics_jsonl);
 

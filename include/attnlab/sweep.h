@@ -131,6 +131,14 @@ struct SweepOutcome {
 /// max(1, cores / threads per run), or gpus / gpus_per_run when `gpus` > 0: workers that fit the machine.
 int64_t default_workers(const std::vector<SweepRun>& runs, int64_t gpus, int64_t gpus_per_run = 1);
 
+/// A sweep's remaining wall time in seconds, assuming each run takes `mean_run_seconds` (the mean of
+/// the runs finished so far in this invocation): the work left, `queued` runs plus what each active
+/// run has left of the mean (`active_elapsed`: seconds each has run; none is counted below 0), over
+/// the workers that work keeps busy, min(workers, queued + active). 0 with nothing left; NaN when
+/// `mean_run_seconds` is NaN (no run finished yet). An estimate: runs of different tiers differ.
+double sweep_eta_seconds(double mean_run_seconds, int64_t queued, const std::vector<double>& active_elapsed,
+                         int64_t workers);
+
 /// Runs every unfinished run with `workers` concurrent child processes (`executable train ...`,
 /// output appended to <out>/logs/<name with '/' as '_'>.log), skipping finished ones; an
 /// interrupted run resumes by itself from its checkpoint. Each run is looked at again just before
@@ -140,7 +148,8 @@ int64_t default_workers(const std::vector<SweepRun>& runs, int64_t gpus, int64_t
 /// are forwarded to the children; no new run starts, and the sweep returns once they have
 /// checkpointed and exited. Rewrites the manifest at every change. A run whose process cannot be
 /// started counts as failed. Throws SweepError when `executable` does not exist or another sweep
-/// holds <out>/sweep.lock.
+/// holds <out>/sweep.lock. As each run ends, logs "k of N runs finished" with the queue and
+/// sweep_eta_seconds().
 SweepOutcome run_sweep(const SweepSpec& spec, const std::vector<SweepRun>& runs, const SweepOptions& options);
 
 /// Slurm's default MaxArraySize is 1001: an array's highest task index may be at most 1000.

@@ -6,6 +6,8 @@
 
 #include "common/csv_table.h"
 #include "attnlab/activation_report.h"
+#include "attnlab/progress.h"
+#include "attnlab/run_dir.h"
 #include "common/json_number.h"
 
 namespace attnlab {
@@ -75,6 +77,8 @@ ActivationsReport activations_report(const std::vector<std::filesystem::path>& r
   if (run_dirs.empty()) throw std::invalid_argument("activations: no run directories given");
   ActivationsReport report;
   report.options = options;
+  if (options.progress)
+    for (const auto& dir : run_dirs) options.progress->add_total(int64_t(RunDir(dir).checkpoints().size()));
   for (const auto& dir : run_dirs) report.runs.push_back(scan_run(dir, options));
   for (size_t i = 0; i < report.runs.size(); ++i)
     for (size_t j = i + 1; j < report.runs.size(); ++j) {

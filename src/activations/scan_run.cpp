@@ -8,6 +8,7 @@
 
 #include "attnlab/activation_report.h"
 #include "attnlab/model.h"
+#include "attnlab/progress.h"
 #include "attnlab/run_dir.h"
 #include "attnlab/trained_run.h"
 
@@ -64,6 +65,7 @@ RunActivations scan_run(const fs::path& run_dir, const ActivationScanOptions& op
       probe = trained.batches.front().x;
     }
     run.checkpoints.push_back({trained.provenance.step, capture_activations(*trained.model, probe, capture_options)});
+    if (options.progress) options.progress->advance();
     if (&info == &checkpoints.back()) {
       run.layer = options.layer >= 0 ? options.layer : loudest_layer(run.checkpoints.back().capture);
       capture_options.tokens_layer = run.layer;

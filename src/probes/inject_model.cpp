@@ -7,13 +7,14 @@
 
 #include "attnlab/injection.h"
 #include "attnlab/model.h"
+#include "attnlab/progress.h"
 
 namespace attnlab {
 namespace {
 
 // Token-weighted mean loss over the batches, summed in float64 (as evaluate()).
 double loss_over(GPTImpl& model, const std::vector<Batch>& batches, const c10::Device& device, const ForwardHooks* hooks,
-                 int64_t& batch_index) {
+                 int64_t& batch_index, Progress* progress) {
   double total = 0.0;
   int64_t count = 0;
   for (batch_index = 0; batch_index < int64_t(batches.size()); ++batch_index) {
@@ -21,6 +22,7 @@ double loss_over(GPTImpl& model, const std::vector<Batch>& batches, const c10::D
     auto logits = model.forward(batch.x.to(device), hooks);
     total += lm_loss(logits, batch.y.to(device)).item<double>() * double(batch.y.numel());
     count += batch.y.numel();
+    if (progress) progress->advance();
   }
   return total / double(count);
 }
@@ -51,11 +53,14 @@ void check_inject_options(const GPTImpl& model, const InjectOptions& o) {
 }
 
 nlohmann::json inject_model(GPTImpl& model, const std::vector<Batch>& batches, const c10::Device& device,
-                            const InjectOptions& o) {
+                            const InjectOptions& o, Progress* progress) {
   check_inject_options(model, o);
   torch::NoGradGuard no_grad;
+  const auto layers = injected_layers(model, o);
+  const int64_t layer_sets = 1 + (o.per_layer ? int64_t(layers.size()) : 0);
+  if (progress) progress->add_total(int64_t(batches.size()) * (1 + int64_t(o.eps.size()) * layer_sets));
   int64_t batch_index = 0;
-  const double clean = loss_over(model, batches, device, nullptr, batch_index);
+  const double clean = loss_over(model, batches, device, nullptr, batch_index, progress);
 
   auto doses = [&](const std::set<int64_t>& layers) {
     nlohmann::json out = nlohmann::json::array();
@@ -69,13 +74,12 @@ nlohmann::json inject_model(GPTImpl& model, const std::vector<Batch>& batches, c
         return inject_junk(v, junk_directions(o.kind, draws, v, gate_w, model.arm().sink_token).to(v.device()), eps,
                            o.cutoff);
       };
-      const double loss = loss_over(model, batches, device, &hooks, batch_index);
+      const double loss = loss_over(model, batches, device, &hooks, batch_index, progress);
       out.push_back({{"eps", eps}, {"loss", loss}, {"increase", loss - clean}});
     }
     return out;
   };
 
-  const auto layers = injected_layers(model, o);
   nlohmann::json result = {{"clean_loss", clean}, {"layers", layers},
                            {"doses", doses(std::set<int64_t>(layers.begin(), layers.end()))}};
   if (o.per_layer) {

@@ -5,6 +5,7 @@
 #include "attnlab/attention.h"
 #include "attnlab/model.h"
 #include "attnlab/probes.h"
+#include "attnlab/progress.h"
 
 namespace attnlab {
 namespace {
@@ -27,7 +28,8 @@ class ReferenceBackendScope {
 
 }  // namespace
 
-nlohmann::json probe_model(GPTImpl& model, const std::vector<Batch>& batches, const c10::Device& device) {
+nlohmann::json probe_model(GPTImpl& model, const std::vector<Batch>& batches, const c10::Device& device,
+                           Progress* progress) {
   torch::NoGradGuard no_grad;
   ReferenceBackendScope reference(model);
   const auto& cfg = model.config();
@@ -46,7 +48,11 @@ nlohmann::json probe_model(GPTImpl& model, const std::vector<Batch>& batches, co
     if (has_gate) in.gate = t.keys.gate;
     accumulate_layer(in, sums[size_t(t.layer)]);
   };
-  for (const auto& batch : batches) model.forward(batch.x.to(device), &hooks);
+  if (progress) progress->add_total(int64_t(batches.size()));
+  for (const auto& batch : batches) {
+    model.forward(batch.x.to(device), &hooks);
+    if (progress) progress->advance();
+  }
   return probe_summary(sums, has_phantom, has_gate);
 }
 

@@ -35,13 +35,13 @@ const std::vector<std::string>& position_conventions() {
   return lines;
 }
 
-nlohmann::json probe_target(TrainedRun& t) {
+nlohmann::json probe_target(TrainedRun& t, Progress* progress) {
   t.provenance.attention = "reference backend, one layer's [B, H, T, T] probabilities at a time";
   nlohmann::json conventions = position_conventions();
   for (const auto& m : probe_measure_table()) conventions.push_back(m.definition);
   conventions.push_back("per layer: mean over heads; model: mean over every (layer, head)");
   return {{"provenance", to_json(t.provenance)}, {"conventions", conventions},
-          {"summary", probe_model(*t.model, t.batches, t.device)}};
+          {"summary", probe_model(*t.model, t.batches, t.device, progress)}};
 }
 
 nlohmann::json inject_options_json(const InjectOptions& options) {
@@ -49,7 +49,7 @@ nlohmann::json inject_options_json(const InjectOptions& options) {
           {"layers", options.layers},        {"per_layer", options.per_layer},      {"seed", options.seed}};
 }
 
-nlohmann::json inject_target(TrainedRun& t, const InjectOptions& options) {
+nlohmann::json inject_target(TrainedRun& t, const InjectOptions& options, Progress* progress) {
   t.provenance.attention = "the model's attention backend as loaded (reference)";
   check_inject_options(*t.model, options);
   nlohmann::json conventions = position_conventions();
@@ -63,19 +63,19 @@ nlohmann::json inject_target(TrainedRun& t, const InjectOptions& options) {
            "loss: token-weighted mean next-token cross-entropy (nats) over the N x T targets; increase = loss - clean"})
     conventions.push_back(line);
   return {{"provenance", to_json(t.provenance)}, {"options", inject_options_json(options)}, {"conventions", conventions},
-          {"result", inject_model(*t.model, t.batches, t.device, options)}};
+          {"result", inject_model(*t.model, t.batches, t.device, options, progress)}};
 }
 
 }  // namespace
 
 nlohmann::json run_probe(const ProbeSource& source, const ProbeDataOptions& data) {
   auto t = load_target(source, data);
-  return probe_target(t);
+  return probe_target(t, data.progress);
 }
 
 nlohmann::json run_inject(const ProbeSource& source, const ProbeDataOptions& data, const InjectOptions& options) {
   auto t = load_target(source, data);
-  return inject_target(t, options);
+  return inject_target(t, options, data.progress);
 }
 
 // The key is built from the provenance of the loaded target, so a newer checkpoint or other tokens
@@ -88,7 +88,7 @@ nlohmann::json cached_probe(const ProbeSource& source, const ProbeDataOptions& d
     return hit;
   }
   if (reused) *reused = false;
-  auto probe = probe_target(t);
+  auto probe = probe_target(t, data.progress);
   write_outputs(dir, probe_files(probe));
   return probe;
 }
@@ -103,7 +103,7 @@ nlohmann::json cached_inject(const ProbeSource& source, const ProbeDataOptions& 
     return hit;
   }
   if (reused) *reused = false;
-  auto inject = inject_target(t, options);
+  auto inject = inject_target(t, options, data.progress);
   write_outputs(dir, inject_files(inject));
   return inject;
 }

@@ -15,6 +15,21 @@ std::vector<std::string> stats_cells(const SampleStats& s) {
   return {std::to_string(s.n), number(s.mean), s.sd ? number(*s.sd) : "", std::to_string(s.same_sign)};
 }
 
+// ci95_low, ci95_high, p_value, seeds_needed of a difference (paired_stats.h); empty where none.
+const std::vector<std::string> kTestColumns = {"ci95_low", "ci95_high", "p_value", "seeds_needed"};
+std::vector<std::string> test_cells(const SampleStats& s) {
+  const auto t = paired_t_test(s);
+  if (!t) return {"", "", "", ""};
+  return {number(t->ci_low), number(t->ci_high), t->p_value ? number(*t->p_value) : "",
+          t->seeds_needed ? std::to_string(*t->seeds_needed) : ""};
+}
+
+// A difference row: the stats, then the paired t columns.
+void add_difference_cells(std::vector<std::string>& row, const SampleStats& s) {
+  for (const auto& c : stats_cells(s)) row.push_back(c);
+  for (const auto& c : test_cells(s)) row.push_back(c);
+}
+
 std::string paper_cell(const std::optional<PaperFigure>& p) {
   if (!p) return "";
   return p->is_range() ? number(p->low) + " to " + number(p->high) : number(p->low);
@@ -47,12 +62,14 @@ std::string losses_csv(const SweepReport& r) {
 
 std::string differences_csv(const SweepReport& r) {
   std::vector<std::string> header = {"tier", "variant", "id", "quantity", "definition", "n", "mean", "sd", "same_sign"};
+  header.insert(header.end(), kTestColumns.begin(), kTestColumns.end());
   if (r.compare_paper) header.push_back("paper");
   Table t(header);
   for (const auto& g : r.groups)
     for (const auto& d : g.differences) {
+      if (!report_format::in_sweep(g, d)) continue;
       std::vector<std::string> row = {g.tier, g.variant, d.contrast.id, d.contrast.quantity, d.contrast.definition};
-      for (const auto& c : stats_cells(d.stats)) row.push_back(c);
+      add_difference_cells(row, d.stats);
       if (r.compare_paper) row.push_back(paper_cell(d.paper));
       t.row(row);
     }
@@ -64,6 +81,7 @@ std::string pairs_csv(const SweepReport& r) {
   Table t({"tier", "variant", "id", "seed", "value", "not_paired_because"});
   for (const auto& g : r.groups)
     for (const auto& d : g.differences) {
+      if (!report_format::in_sweep(g, d)) continue;
       for (const auto& p : d.pairs) t.row({g.tier, g.variant, d.contrast.id, std::to_string(p.seed), number(p.value), ""});
       for (const auto& s : d.skipped) t.row({g.tier, g.variant, d.contrast.id, std::to_string(s.seed), "", s.reason});
     }
@@ -73,13 +91,15 @@ std::string pairs_csv(const SweepReport& r) {
 // The paper_figures.md table in long form: one line per (quantity, tier).
 std::string paper_table_csv(const SweepReport& r) {
   std::vector<std::string> header = {"variant", "id", "tier", "n", "mean", "sd", "same_sign"};
+  header.insert(header.end(), kTestColumns.begin(), kTestColumns.end());
   if (r.compare_paper) header.push_back("paper");
   Table t(header);
   for (const auto& g : r.groups)
     for (const auto& d : g.differences) {
       if (d.contrast.id != "zero_option" && d.contrast.id != "filtering_norm" && d.contrast.id != "filtering_proj") continue;
+      if (!report_format::in_sweep(g, d)) continue;
       std::vector<std::string> row = {g.variant, d.contrast.id, g.tier};
-      for (const auto& c : stats_cells(d.stats)) row.push_back(c);
+      add_difference_cells(row, d.stats);
       if (r.compare_paper) row.push_back(paper_cell(d.paper));
       t.row(row);
     }

@@ -1,6 +1,7 @@
 // Number formats shared by the report's renderings: 4 decimals, as paper_figures.md writes them.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -12,7 +13,7 @@ namespace attnlab::report_format {
 
 inline std::string loss(double v) { return fmt::format("{:.4f}", v); }
 inline std::string diff(double v) { return fmt::format("{:+.4f}", v); }
-inline std::string sd(const SampleStats& s) { return s.sd ? fmt::format("{:.4f}", *s.sd) : "-"; }
+inline std::string sd(const SampleStats& s) { return s.sd ? fmt::format("{:.4f}", *s.sd) : "n/a"; }
 inline std::string same_sign(const SampleStats& s) { return fmt::format("{}/{}", s.same_sign, s.n); }
 
 /// "+0.0185", "+0.0000 (also quoted as -0.0008)", or "0.0024 to 0.0076" for a range.
@@ -21,12 +22,45 @@ inline std::string paper(const PaperFigure& p, bool signed_value = true) {
   return (signed_value ? diff(p.low) : loss(p.low)) + (p.note.empty() ? "" : " (" + p.note + ")");
 }
 
-/// "+0.0123 ± 0.0040 (2/2 seeds)"; "+0.0123 (1/1 seed)" for one seed; "no pairs" for none.
+/// A p-value: "0.653", "0.002", or "4.1e-05" below 0.001.
+inline std::string p_value(double p) { return p >= 0.001 ? fmt::format("{:.3f}", p) : fmt::format("{:.1e}", p); }
+
+/// The paired t columns of a difference: 95% interval, p-value, seeds needed; "n/a" where a number
+/// does not exist (n < 2; p for sd = mean = 0; seeds for mean = 0). paired_stats.h defines them.
+struct TestCells {
+  std::string interval = "n/a", p = "n/a", seeds = "n/a";
+};
+inline TestCells test_cells(const SampleStats& s) {
+  TestCells c;
+  if (const auto t = paired_t_test(s)) {
+    c.interval = "[" + diff(t->ci_low) + ", " + diff(t->ci_high) + "]";
+    if (t->p_value) c.p = p_value(*t->p_value);
+    if (t->seeds_needed) c.seeds = std::to_string(*t->seeds_needed);
+  }
+  return c;
+}
+
+/// "+0.0123 ± 0.0040 (2/2 seeds, p 0.046)"; "+0.0123 (1/1 seed)" for one seed; "no pairs" for none.
 inline std::string difference_cell(const SampleStats& s) {
   if (s.n == 0) return "no pairs";
   const std::string spread = s.sd ? " ± " + fmt::format("{:.4f}", *s.sd) : "";
-  return diff(s.mean) + spread + " (" + same_sign(s) + (s.n == 1 ? " seed)" : " seeds)");
+  const auto test = test_cells(s);
+  const std::string p = test.p == "n/a" ? "" : ", p " + test.p;
+  return diff(s.mean) + spread + " (" + same_sign(s) + (s.n == 1 ? " seed" : " seeds") + p + ")";
 }
+
+/// The arms of `c` that have no run at all in `g` (not even an unfinished one): a difference the
+/// sweep does not measure, which the renderings list once instead of as an empty row.
+inline std::vector<std::string> arms_not_in(const GroupReport& g, const Contrast& c) {
+  std::vector<std::string> missing;
+  for (const auto& [arm, coef] : c.terms) {
+    bool present = false;
+    for (const auto& a : g.arms) present = present || a.arm == arm;
+    if (!present && std::find(missing.begin(), missing.end(), arm) == missing.end()) missing.push_back(arm);
+  }
+  return missing;
+}
+inline bool in_sweep(const GroupReport& g, const DifferenceResult& d) { return arms_not_in(g, d.contrast).empty(); }
 
 /// "4.1234 ± 0.0100 (n=3)".
 inline std::string loss_cell(const SampleStats& s) {

@@ -28,7 +28,8 @@ void arm_table(std::ostream& out, const SweepReport& r, const GroupReport& g) {
   out << "### Final validation loss (nats/token)\n\n| arm | mean | sd | n | seeds |" << (r.compare_paper ? " paper |" : "")
       << "\n|---|---:|---:|---:|---|" << (r.compare_paper ? "---:|" : "") << "\n";
   for (const auto& a : g.arms) {
-    out << "| " << a.arm << " | " << (a.stats.n ? rf::loss(a.stats.mean) : "no finished run") << " | " << rf::sd(a.stats)
+    out << "| " << a.arm << " | " << (a.stats.n ? rf::loss(a.stats.mean) : "no finished run") << " | "
+        << (a.stats.n ? rf::sd(a.stats) : "-")
         << " | " << a.stats.n << " | " << rf::seed_list(a.seeds) << " |";
     if (r.compare_paper) out << " " << (a.paper ? rf::paper(*a.paper, false) : "") << " |";
     out << "\n";
@@ -52,16 +53,40 @@ std::string reasons(const DifferenceResult& d) {
   return out;
 }
 
+// "Not in this sweep: standalone gain norm_gate, ... (no run of norm_gate, ...).": the differences
+// whose arms the group never ran, once, instead of a row each.
+void not_in_sweep_line(std::ostream& out, const GroupReport& g) {
+  std::vector<std::string> quantities, arms;
+  for (const auto& d : g.differences) {
+    const auto missing = rf::arms_not_in(g, d.contrast);
+    if (missing.empty()) continue;
+    quantities.push_back(d.contrast.quantity);
+    for (const auto& a : missing)
+      if (std::find(arms.begin(), arms.end(), a) == arms.end()) arms.push_back(a);
+  }
+  if (quantities.empty()) return;
+  auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+    return s;
+  };
+  out << "Not in this sweep: " << join(quantities) << " (no run of " << join(arms) << ").\n\n";
+}
+
 void difference_table(std::ostream& out, const SweepReport& r, const GroupReport& g) {
   out << "### Paired differences (nats; positive: the arm subtracted is better)\n\n"
-      << "| quantity | definition | mean | sd | same sign | n |" << (r.compare_paper ? " paper |" : "")
-      << "\n|---|---|---:|---:|---:|---:|" << (r.compare_paper ? "---:|" : "") << "\n";
+      << "| quantity | definition | mean | sd | 95% CI | p | same sign | n | seeds for CI to exclude 0 |"
+      << (r.compare_paper ? " paper |" : "") << "\n|---|---|---:|---:|---:|---:|---:|---:|---:|"
+      << (r.compare_paper ? "---:|" : "") << "\n";
   std::vector<std::string> notes;
   for (const auto& d : g.differences) {
+    if (!rf::in_sweep(g, d)) continue;
     const auto& s = d.stats;
+    const auto test = rf::test_cells(s);
     out << "| " << d.contrast.quantity << " | " << d.contrast.definition << " | "
-        << (s.n ? rf::diff(s.mean) : "no pairs: " + reasons(d)) << " | " << rf::sd(s) << " | "
-        << (s.n ? rf::same_sign(s) : "-") << " | " << s.n << " |";
+        << (s.n ? rf::diff(s.mean) : "no pairs: " + reasons(d)) << " | " << (s.n ? rf::sd(s) : "-") << " | "
+        << (s.n ? test.interval : "-") << " | " << (s.n ? test.p : "-") << " | " << (s.n ? rf::same_sign(s) : "-")
+        << " | " << s.n << " | " << (s.n ? test.seeds : "-") << " |";
     if (r.compare_paper) out << " " << (d.paper ? rf::paper(*d.paper) : "") << " |";
     out << "\n";
     if (s.n > 0)
@@ -71,6 +96,7 @@ void difference_table(std::ostream& out, const SweepReport& r, const GroupReport
   out << "\n";
   for (const auto& note : notes) out << "- " << note << "\n";
   if (!notes.empty()) out << "\n";
+  not_in_sweep_line(out, g);
 }
 
 const DifferenceResult* find_difference(const GroupReport& g, const std::string& id) {
@@ -105,7 +131,7 @@ void paper_layout_table(std::ostream& out, const SweepReport& r, const std::stri
     return nullptr;
   };
   out << "## Zero option vs filtering" << (variant.empty() ? "" : " (" + variant + ")")
-      << " (paper_figures.md layout; mean ± sd (seeds sharing the sign / n))\n\n| quantity |"
+      << " (paper_figures.md layout; mean ± sd (seeds sharing the sign / n, paired t p-value))\n\n| quantity |"
       << (r.compare_paper ? " |" : "");
   for (const auto& t : tiers) out << " " << t << " |";
   out << "\n|---|" << (r.compare_paper ? "---|" : "");
@@ -118,7 +144,8 @@ void paper_layout_table(std::ostream& out, const SweepReport& r, const std::stri
     std::vector<std::string> ours, paper;
     for (const auto& t : tiers) {
       const auto* g = group_of(t);
-      ours.push_back(g ? rf::difference_cell(find_difference(*g, id)->stats) : "");
+      const auto* d = g ? find_difference(*g, id) : nullptr;
+      ours.push_back(!d ? "" : rf::in_sweep(*g, *d) ? rf::difference_cell(d->stats) : "not in this sweep");
       const auto p = paper_difference(id, t);
       paper.push_back(p ? rf::paper(*p) : "");
     }
@@ -155,8 +182,10 @@ void unfinished_list(std::ostream& out, const SweepReport& r) {
 std::string report_markdown(const SweepReport& r) {
   std::ostringstream out;
   out << "# attnlab report: " << r.sweep_dir.string() << "\n\n" << run_summary(r) << "\n"
-      << "sd: sample standard deviation over seeds (n - 1); same sign: seeds whose difference has the sign "
-         "of the mean; a pair needs two finished runs with the same tier, seed and validation data.\n\n";
+      << "sd: sample standard deviation over seeds (n - 1); 95% CI and p: paired t test of mean 0 (Student's t, "
+         "n - 1 degrees of freedom; n/a for one seed); seeds for CI to exclude 0: how many seeds an interval at "
+         "this sd would need to exclude 0; same sign: seeds whose difference has the sign of the mean; a pair "
+         "needs two finished runs with the same tier, seed and validation data.\n\n";
   std::vector<std::string> variants;
   for (const auto& g : r.groups) {
     out << "## " << rf::group_title(g) << "\n\n";

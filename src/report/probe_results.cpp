@@ -4,6 +4,7 @@
 #include "attnlab/arm.h"
 #include "attnlab/probe_measures.h"
 #include "attnlab/probe_report.h"
+#include "attnlab/progress.h"
 #include "attnlab/run_dir.h"
 
 namespace attnlab {
@@ -57,8 +58,13 @@ nlohmann::json run_entry(const SweepReport& report, const RunRecord& run, const 
 
 nlohmann::json collect_probe_results(const SweepReport& report, const ProbeReportOptions& o) {
   nlohmann::json runs = nlohmann::json::array();
+  if (o.progress)
+    for (const auto& run : report.runs) o.progress->add_total(run.finished() ? 1 : 0);
   for (const auto& run : report.runs)
-    if (run.finished()) runs.push_back(run_entry(report, run, o));
+    if (run.finished()) {
+      runs.push_back(run_entry(report, run, o));
+      if (o.progress) o.progress->advance();
+    }
   // The orders the plot script draws in: arms as the registry lists them, measures as the table.
   nlohmann::json arm_order = nlohmann::json::array(), measures = nlohmann::json::array();
   for (const auto& arm : all_arms()) arm_order.push_back(arm.name);

@@ -2,10 +2,10 @@
 // tools/plot_report.py and for anyone who wants to redo the statistics.
 #include "attnlab/report.h"
 #include "common/json_number.h"
+#include "report/format.h"
 
 namespace attnlab {
 namespace {
-
 
 nlohmann::json stats_json(const SampleStats& s) {
   return {{"n", s.n},
@@ -13,6 +13,17 @@ nlohmann::json stats_json(const SampleStats& s) {
           {"sd", s.sd ? nlohmann::json(*s.sd) : nlohmann::json()},
           {"sign", s.sign},
           {"same_sign", s.same_sign}};
+}
+
+// The paired t analysis (paired_stats.h); every member null for one seed.
+nlohmann::json paired_t_json(const SampleStats& s) {
+  const auto t = paired_t_test(s);
+  auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
+  return {{"confidence", 0.95},
+          {"df", t ? nlohmann::json(t->df) : nlohmann::json()},
+          {"ci", t ? nlohmann::json::array({t->ci_low, t->ci_high}) : nlohmann::json()},
+          {"p_value", t ? opt(t->p_value) : nlohmann::json()},
+          {"seeds_needed", t ? opt(t->seeds_needed) : nlohmann::json()}};
 }
 
 nlohmann::json paper_json(const std::optional<PaperFigure>& p) {
@@ -41,6 +52,9 @@ nlohmann::json run_json(const RunRecord& r) {
   nlohmann::json curve = nlohmann::json::array();
   for (const auto& p : r.curve) curve.push_back({p.step, p.tokens, p.val_loss});
   j["val_curve"] = curve;  // [step, tokens, val_loss] per evaluation
+  nlohmann::json train = nlohmann::json::array();
+  for (const auto& p : r.train_curve) train.push_back({p.step, p.tokens, p.train_loss});
+  j["train_curve"] = train;  // [step, tokens, mean train_loss] per bin of steps (every step up to 512)
   return j;
 }
 
@@ -50,22 +64,28 @@ nlohmann::json difference_json(const DifferenceResult& d) {
   nlohmann::json skipped = nlohmann::json::array();
   for (const auto& s : d.skipped) skipped.push_back({{"seed", s.seed}, {"reason", s.reason}});
   return {{"id", d.contrast.id},         {"quantity", d.contrast.quantity}, {"definition", d.contrast.definition},
-          {"terms", terms},              {"stats", stats_json(d.stats)},     {"pairs", seed_values(d.pairs)},
-          {"skipped", skipped},          {"paper", paper_json(d.paper)}};
+          {"terms", terms},              {"stats", stats_json(d.stats)},     {"paired_t", paired_t_json(d.stats)},
+          {"pairs", seed_values(d.pairs)}, {"skipped", skipped},            {"paper", paper_json(d.paper)}};
 }
 
 nlohmann::json group_json(const GroupReport& g) {
   nlohmann::json arms = nlohmann::json::array(), diffs = nlohmann::json::array(), runs = nlohmann::json::array();
+  nlohmann::json absent = nlohmann::json::array();  // differences whose arms the group never ran
   for (const auto& a : g.arms)
     arms.push_back({{"arm", a.arm}, {"stats", stats_json(a.stats)}, {"seeds", seed_values(a.seeds)},
                     {"paper", paper_json(a.paper)}});
-  for (const auto& d : g.differences) diffs.push_back(difference_json(d));
+  for (const auto& d : g.differences) {
+    const auto missing = report_format::arms_not_in(g, d.contrast);
+    if (missing.empty()) diffs.push_back(difference_json(d));
+    else absent.push_back({{"id", d.contrast.id}, {"quantity", d.contrast.quantity}, {"missing_arms", missing}});
+  }
   for (size_t i : g.runs) runs.push_back(i);
   return {{"tier", g.tier},
           {"variant", g.variant},
           {"arms", arms},
           {"best_arm", g.best_arm ? nlohmann::json(*g.best_arm) : nlohmann::json()},
           {"differences", diffs},
+          {"not_in_sweep", absent},
           {"runs", runs}};  // indices into the top-level "runs"
 }
 

@@ -14,6 +14,20 @@ namespace attnlab {
 namespace fs = std::filesystem;
 namespace {
 
+// Means of consecutive points in bins of ceil(n / kTrainCurvePoints), each at its bin's last step.
+std::vector<TrainPoint> binned(const std::vector<TrainPoint>& points) {
+  const size_t bin = (points.size() + kTrainCurvePoints - 1) / kTrainCurvePoints;
+  if (bin <= 1) return points;
+  std::vector<TrainPoint> out;
+  for (size_t start = 0; start < points.size(); start += bin) {
+    const size_t end = std::min(points.size(), start + bin);
+    double sum = 0.0;
+    for (size_t i = start; i < end; ++i) sum += points[i].train_loss;
+    out.push_back({points[end - 1].step, points[end - 1].tokens, sum / double(end - start)});
+  }
+  return out;
+}
+
 // Tier, arm and seed of a run found without a manifest: its final record when there, else its config.
 void identify(RunRecord& r, const fs::path& dir) {
   if (const auto& f = r.state.final_record) {
@@ -76,7 +90,9 @@ std::vector<RunRecord> collect_runs(const fs::path& sweep_dir) {
   if (runs.empty()) throw std::runtime_error(sweep_dir.string() + ": no runs (no manifest.json, no run directory with a config.yaml)");
   for (auto& r : runs) {
     try {
-      r.curve = RunDir(sweep_dir / r.name).metrics().validation;
+      auto history = RunDir(sweep_dir / r.name).metrics();
+      r.curve = std::move(history.validation);
+      r.train_curve = binned(history.training);
     } catch (const FileError& e) {  // an unreadable log costs the run its curve, not the report
       r.state.detail += (r.state.detail.empty() ? "" : "; ") + std::string("metrics.jsonl: ") + e.problem();
     }

@@ -49,9 +49,11 @@ MetricsHistory read_metrics(const fs::path& metrics_jsonl) {
     if (j.is_discarded() || !j.is_object()) continue;
     if (j.value("type", "") == "activations") {
       h.activations.push_back(tracked_from_json(j, metrics_jsonl));
-    } else if (j.value("val_loss", nlohmann::json()).is_number()) {
-      h.validation.push_back({j.value("step", int64_t{0}), j.value("tokens", int64_t{0}), j["val_loss"].get<double>()});
+      continue;
     }
+    const int64_t step = j.value("step", int64_t{0}), tokens = j.value("tokens", int64_t{0});
+    if (j.value("val_loss", nlohmann::json()).is_number()) h.validation.push_back({step, tokens, j["val_loss"].get<double>()});
+    if (j.value("train_loss", nlohmann::json()).is_number()) h.training.push_back({step, tokens, j["train_loss"].get<double>()});
   }
   std::stable_sort(h.activations.begin(), h.activations.end(),
                    [](const TrackedActivations& a, const TrackedActivations& b) { return a.step < b.step; });

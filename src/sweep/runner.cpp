@@ -7,15 +7,18 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <deque>
 #include <fstream>
+#include <numeric>
 #include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "attnlab/progress.h"
 #include "attnlab/sweep.h"
 #include "common/child_process.h"
 #include "common/file_lock.h"
@@ -100,20 +103,19 @@ class Pool {
     states_ = inspect_runs(runs_);  // again, now that no other sweep can change them
     write_run_configs(spec_, runs_);
     fs::create_directories(spec_.out / "logs");
-    std::deque<size_t> queue;
     for (size_t i = 0; i < runs_.size(); ++i) {
       if (states_[i].status == RunStatus::finished) ++outcome_.skipped;
-      else queue.push_back(i);
+      else queue_.push_back(i);
     }
     log_(fmt::format("sweep {}: {} runs, {} finished, {} to run with {} worker(s); logs in {}", spec_.name,
-                     runs_.size(), outcome_.skipped, queue.size(), workers_, (spec_.out / "logs").string()));
+                     runs_.size(), outcome_.skipped, queue_.size(), workers_, (spec_.out / "logs").string()));
     publish();
     signals::StopRequestScope stop_scope;
-    while ((!outcome_.signal && !queue.empty()) || !active_.empty()) {
+    while ((!outcome_.signal && !queue_.empty()) || !active_.empty()) {
       forward_stop();
-      while (!outcome_.signal && !queue.empty() && static_cast<int64_t>(active_.size()) < workers_) {
-        consider(queue.front());
-        queue.pop_front();
+      while (!outcome_.signal && !queue_.empty() && static_cast<int64_t>(active_.size()) < workers_) {
+        consider(queue_.front());
+        queue_.pop_front();
       }
       reap();
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -123,7 +125,7 @@ class Pool {
     log_(fmt::format("sweep {}: {} finished now, {} already finished, {} failed, {} interrupted, {} not started, "
                      "{} damaged, {} held by another process",
                      spec_.name, outcome_.finished, outcome_.skipped, outcome_.failed, outcome_.interrupted,
-                     queue.size(), outcome_.damaged, outcome_.held));
+                     queue_.size(), outcome_.damaged, outcome_.held));
     if (outcome_.damaged || outcome_.held)
       log_("re-run the same command once the damaged runs are mended (see the lines above) and the held ones have "
            "ended; finished runs are not trained again");
@@ -217,7 +219,22 @@ class Pool {
       slots_[static_cast<size_t>(it->slot)] = false;
       it = active_.erase(it);
       publish();
+      log_progress();
     }
+  }
+
+  // "k of N runs finished": after every run that ends, so a log or a terminal shows where the sweep is.
+  void log_progress() {
+    std::vector<double> elapsed;
+    for (const auto& w : active_) elapsed.push_back(std::chrono::duration<double>(Clock::now() - w.started).count());
+    double mean = std::nan("");
+    if (!run_seconds_.empty()) mean = std::accumulate(run_seconds_.begin(), run_seconds_.end(), 0.0) / double(run_seconds_.size());
+    const bool stopping = outcome_.signal != 0;
+    const double eta = sweep_eta_seconds(mean, stopping ? 0 : int64_t(queue_.size()), elapsed, workers_);
+    log_(fmt::format("{} of {} runs finished{}, {} running, {} queued{}", outcome_.skipped + outcome_.finished,
+                     runs_.size(), outcome_.failed ? fmt::format(" ({} failed)", outcome_.failed) : "",
+                     active_.size(), queue_.size(),
+                     std::isnan(eta) || eta == 0.0 ? "" : ", ETA " + format_duration(eta)));
   }
 
   void finish(const Worker& w, int code) {
@@ -227,6 +244,7 @@ class Pool {
     const double secs = std::chrono::duration<double>(Clock::now() - w.started).count();
     if (code == 0 && state.status == RunStatus::finished) {
       ++outcome_.finished;
+      run_seconds_.push_back(secs);
       log_(fmt::format("done  {} in {:.0f}s: val loss {:.4f}", run.name, secs, state.final_record->final_val_loss));
     } else if (code != 0 && state.held_by) {  // another process took the run between our look and the claim
       ++outcome_.held;
@@ -252,6 +270,8 @@ class Pool {
   int64_t per_run_ = 1;  // GPUs (ranks) per run
   std::vector<bool> slots_;
   std::vector<Worker> active_;
+  std::deque<size_t> queue_;         // runs not started yet, in manifest order
+  std::vector<double> run_seconds_;  // wall time of each run finished in this invocation
   SweepOutcome outcome_;
 };
 
@@ -260,6 +280,15 @@ class Pool {
 int SweepOutcome::exit_code() const {
   if (signal) return 128 + signal;
   return failed > 0 || damaged > 0 || held > 0 ? 1 : 0;
+}
+
+double sweep_eta_seconds(double mean_run_seconds, int64_t queued, const std::vector<double>& active_elapsed,
+                         int64_t workers) {
+  const int64_t left = queued + int64_t(active_elapsed.size());
+  if (left == 0) return 0.0;
+  double work = double(queued) * mean_run_seconds;
+  for (double e : active_elapsed) work += std::max(0.0, mean_run_seconds - e);
+  return work / double(std::min(std::max<int64_t>(1, workers), left));
 }
 
 int64_t default_workers(const std::vector<SweepRun>& runs, int64_t gpus, int64_t gpus_per_run) {

@@ -3,6 +3,7 @@
 // evaluation and atomic checkpoints, exact resume.
 #include "attnlab/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -19,12 +20,14 @@
 #include "attnlab/cpu_memory.h"
 #include "attnlab/device.h"
 #include "attnlab/distributed.h"
+#include "attnlab/eta.h"
 #include "attnlab/evaluate.h"
 #include "attnlab/fused_adamw.h"
 #include "attnlab/grad_clip.h"
 #include "attnlab/init.h"
 #include "attnlab/lr_schedule.h"
 #include "attnlab/param_groups.h"
+#include "attnlab/progress.h"
 #include "attnlab/run_dir.h"
 #include "attnlab/shards.h"
 #include "attnlab/version.h"
@@ -66,11 +69,6 @@ std::set<int64_t> log_spaced_steps(const CheckpointConfig& c) {
   if (c.log_spaced)
     for (int64_t s = 1; s <= c.log_spaced_until; s *= 2) steps.insert(s);
   return steps;
-}
-
-std::string format_duration(double seconds) {
-  const auto s = static_cast<int64_t>(seconds);
-  return s >= 3600 ? fmt::format("{}h{:02d}m", s / 3600, (s % 3600) / 60) : fmt::format("{}m{:02d}s", s / 60, s % 60);
 }
 
 // The run layer's errors (a foreign or damaged directory) stop a run like the trainer's own.
@@ -402,6 +400,9 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
 
   if (metrics && s.probe.defined() && first_step == 0) track_activations(s, *metrics);  // the initial state
 
+  // The ETA's window spans the longest periodic cost, so evaluations and checkpoints are amortised.
+  EtaEstimator eta(std::max({cfg.eval.every, cfg.checkpoint.every, cfg.track.activations.every, int64_t{20}}));
+  auto step_done = Clock::now();
   for (int64_t step = first_step; step < total; ++step) {
     const auto t0 = Clock::now();
     const double data_before = s.time.data;
@@ -435,13 +436,15 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
         (s.state.step % cfg.track.activations.every == 0 || last || keep.count(s.state.step)))
       track_activations(s, *metrics);
     const auto t_print = Clock::now();
-    if (s.state.step % cfg.train.log_every == 0 || last || s.state.step == first_step + 1) {
-      const double eta = (total - s.state.step) * dt;
+    eta.record(std::chrono::duration<double>(t_print - step_done).count());  // with the last checkpoint
+    step_done = t_print;
+    const bool evaluated = !std::isnan(s.state.val_loss);  // every evaluation is printed
+    if (s.state.step % cfg.train.log_every == 0 || last || s.state.step == first_step + 1 || evaluated) {
       spdlog::info("step {:>6}/{} | loss {:.4f}{} | lr {:.2e} | {:.0f} tok/s{} | ETA {}", s.state.step, total, loss,
                    std::isnan(s.state.val_loss) ? "" : fmt::format(" | val {:.4f}", s.state.val_loss),
                    line["lr"].get<double>(), tokens_per_step / dt,
                    line.contains("mfu") ? fmt::format(" | MFU {:.1f}%", 100 * line["mfu"].get<double>()) : "",
-                   format_duration(eta));
+                   format_duration(eta.remaining_seconds(total - s.state.step)));
     }
     s.time.log += std::chrono::duration<double>(Clock::now() - t_print).count();
     const int stop_signal = static_cast<int>(s.dp.max(signals::stop_requested()));  // every rank stops at one step

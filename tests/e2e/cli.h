@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -13,6 +14,7 @@
 
 namespace attnlab::testing {
 
+/// build/attnlab (ATTNLAB_BINARY_DIR is defined for every test target).
 inline const std::filesystem::path kAttnlab = std::filesystem::path(ATTNLAB_BINARY_DIR) / "attnlab";
 
 /// The whole text of a file ("" when it cannot be read).
@@ -42,6 +44,17 @@ inline int exit_code(pid_t pid) {
   int status = 0;
   waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/// Runs the binary with `args` (each single-quoted for the shell, so none may hold a quote); stdout
+/// goes to `out`, stderr to `err` (to `out` as well when empty). Returns the exit code.
+inline int run_cli(const std::vector<std::string>& args, const std::filesystem::path& out,
+                   const std::filesystem::path& err = {}) {
+  std::string cmd = kAttnlab.string();
+  for (const auto& a : args) cmd += " '" + a + "'";
+  cmd += " > '" + out.string() + "' " + (err.empty() ? std::string("2>&1") : "2> '" + err.string() + "'");
+  const int status = std::system(cmd.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
 }  // namespace attnlab::testing

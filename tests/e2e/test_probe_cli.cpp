@@ -14,6 +14,7 @@
 #include "attnlab/arm.h"
 #include "attnlab/sweep.h"
 #include "attnlab/trainer.h"
+#include "e2e/cli.h"
 #include "unit/shard_files.h"
 
 namespace attnlab {
@@ -22,20 +23,8 @@ namespace {
 namespace fs = std::filesystem;
 using testing::ShardSpec;
 
-const fs::path kAttnlab = fs::path(ATTNLAB_BINARY_DIR) / "attnlab";
-
-std::string read(const fs::path& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-// Runs the binary with `args`; stdout and stderr go to `log`. Returns the exit code.
-int run_cli(const std::vector<std::string>& args, const fs::path& log) {
-  std::string cmd = kAttnlab.string();
-  for (const auto& a : args) cmd += " '" + a + "'";
-  const int status = std::system((cmd + " > '" + log.string() + "' 2>&1").c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
+using testing::read;
+using testing::run_cli;  // stdout and stderr both to the log
 
 class ProbeE2E : public ::testing::Test {
  protected:

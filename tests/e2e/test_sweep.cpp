@@ -59,6 +59,14 @@ TEST_F(SweepE2E, CrashedSweepCompletesOnRerunWithoutRedoingFinishedRuns) {
   ASSERT_EQ(lines.size(), 12u);
   for (size_t i = 0; i < lines.size(); ++i) EXPECT_EQ(lines[i]["step"], int64_t(i + 1));
   EXPECT_NE(read(spec.out / "logs/tiny_baseline_s2.log").find("resume: from"), std::string::npos);
+  // "k of N runs finished" as each run ends, counting the run finished before; an ETA while any is left.
+  std::vector<std::string> counts;
+  for (const auto& line : log)
+    if (line.find(" runs finished") != std::string::npos) counts.push_back(line);
+  ASSERT_EQ(counts.size(), 3u);
+  EXPECT_EQ(counts[0].rfind("2 of 4 runs finished, ", 0), 0u) << counts[0];
+  EXPECT_NE(counts[0].find(", ETA "), std::string::npos) << counts[0];
+  EXPECT_EQ(counts[2], "4 of 4 runs finished, 0 running, 0 queued");
   for (const auto& state : inspect_runs(runs)) EXPECT_EQ(state.status, RunStatus::finished);
   const auto manifest = nlohmann::json::parse(read(spec.out / "manifest.json"));
   for (const auto& run : manifest["runs"]) EXPECT_EQ(run["status"], "finished") << run["name"];

@@ -16,7 +16,9 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
 import prepare_data as pd  # noqa: E402
 
-PYDOC = "/usr/share/doc/python3.11-doc/html/_sources"  # real text from Debian's python3.11-doc
+# Real text: the newest python3.X-doc installed (scripts/setup.sh installs the release's own).
+PYDOC = (sorted(glob.glob("/usr/share/doc/python3.*-doc/html/_sources"),
+                key=lambda p: [int(x) for x in p.split("python3.")[1].split("-")[0].split(".")]) or [""])[-1]
 HAVE_GPT2 = os.path.isfile(pd.DEFAULT_GPT2_TIKTOKEN)
 NO_GPT2 = f"no GPT-2 vocabulary at {pd.DEFAULT_GPT2_TIKTOKEN} (scripts/setup.sh fetches it)"
 
@@ -179,7 +181,7 @@ class HfTokenizer(unittest.TestCase):
                 run_text(tmp, [os.path.join(tmp, "*.txt")], "--tokenizer", "hf")
 
 
-@unittest.skipUnless(os.path.isdir(PYDOC), f"{PYDOC} absent (Debian package python3.11-doc)")
+@unittest.skipUnless(os.path.isdir(PYDOC), "no /usr/share/doc/python3.*-doc (the Debian package python3.X-doc)")
 class SentencePiece(unittest.TestCase):
     def test_round_trip_on_unseen_real_text(self):
         with tempfile.TemporaryDirectory() as tmp:

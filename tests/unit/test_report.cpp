@@ -198,9 +198,78 @@ TEST_F(ReportTest, OneSeedHasNoSdAndStaleRunsAreNotPaired) {
   // baseline 4.300, 4.310 -> mean 4.305, sd 0.01 / sqrt(2); sink_logit: only s1 (4.290), the best mean
   expect_stats(arm(g, "baseline").stats, 2, 4.305, 0.0070710678118654755, 2, "t2 baseline");
   EXPECT_EQ(*g.best_arm, "sink_logit");
-  // No combo run in t2: the difference exists and says it has no pairs.
+  // No combo run in t2: the difference exists and says it has no pairs (the renderings list it once
+  // as not in this sweep; see NotInThisSweepIsOneLine).
   EXPECT_EQ(diff(g, "filtering_norm").stats.n, 0);
   EXPECT_EQ(diff(g, "filtering_norm").skipped.size(), 2u);
+}
+
+TEST_F(ReportTest, NotInThisSweepIsOneLineAndUnfinishedArmsKeepTheirRow) {
+  // t2 gets a combo run that never finished: filtering (norm) keeps its row, saying why it has no
+  // pairs; the differences needing arms t2 never ran are one line, not a row each.
+  add_to_manifest("t2", "combo", 1);
+  partial("t2", "combo", 1, 50);
+  std::ofstream(dir() / "manifest.json") << nlohmann::json({{"runs", manifest_}}).dump(2);
+  const auto report = build_report(dir(), false);
+  const auto md = report_markdown(report);
+  const auto t2 = md.substr(md.find("## tier t2"));
+  EXPECT_NE(t2.find("| filtering increment (norm) | L(sink_logit) - L(combo) | no pairs: no finished run of combo"),
+            std::string::npos) << t2;
+  EXPECT_NE(t2.find("Not in this sweep: filtering increment (projection), standalone gain norm_gate, standalone gain "
+                    "proj_gate, standalone gain off_by_one, standalone gain sink_token, routing control renorm, 2x2 "
+                    "overlap (norm gate), 2x2 overlap (projection gate) (no run of combo2, norm_gate, proj_gate, "
+                    "off_by_one, sink_token, renorm)."),
+            std::string::npos) << t2;
+  EXPECT_EQ(t2.find("| standalone gain norm_gate |"), std::string::npos) << t2;
+  EXPECT_EQ(md.find("Not in this sweep", md.find("## tier t1")), md.find("Not in this sweep", md.find("## tier t2")))
+      << "t1 ran every arm";
+  // JSON and CSV: measured differences only, the others listed once per group.
+  const auto j = report_json(report);
+  const auto& g2 = j["groups"][1];
+  EXPECT_EQ(g2["tier"], "t2");
+  ASSERT_EQ(g2["differences"].size(), 2u);  // zero_option, filtering_norm
+  EXPECT_EQ(g2["differences"][1]["id"], "filtering_norm");
+  ASSERT_EQ(g2["not_in_sweep"].size(), 8u);
+  EXPECT_EQ(g2["not_in_sweep"][0]["id"], "filtering_proj");
+  EXPECT_EQ(g2["not_in_sweep"][0]["missing_arms"], nlohmann::json::array({"combo2"}));
+  const auto& diffs = report_csv(report).at("differences.csv");
+  EXPECT_NE(diffs.find("t2,,filtering_norm,"), std::string::npos);
+  EXPECT_EQ(diffs.find("t2,,gain_norm_gate,"), std::string::npos) << diffs;
+  EXPECT_EQ(report_csv(report).at("pairs.csv").find("t2,,gain_norm_gate,"), std::string::npos);
+}
+
+TEST_F(ReportTest, PairedTIntervalPValueAndSeedsNeededInEveryRendering) {
+  // zero option over t1's seeds: 0.020, 0.010, 0.010. scipy.stats.ttest_1samp: 95% interval
+  // [-0.0010088424324982068, 0.027675509099164875], p 0.05719095841793663; 4 seeds would exclude 0.
+  // t2: one seed, so none of them.
+  const auto report = build_report(dir(), false);
+  const auto md = report_markdown(report);
+  EXPECT_NE(md.find("| zero-option increment | L(baseline) - L(sink_logit) | +0.0133 | 0.0058 | [-0.0010, +0.0277] "
+                    "| 0.057 | 3/3 | 3 | 4 |"),
+            std::string::npos) << md;
+  EXPECT_NE(md.find("| zero-option increment | L(baseline) - L(sink_logit) | +0.0100 | n/a | n/a | n/a | 1/1 | 1 | n/a |"),
+            std::string::npos) << md;
+  const auto j = report_json(report);
+  const auto& t = j["groups"][0]["differences"][0]["paired_t"];
+  EXPECT_NEAR(t["ci"][0].get<double>(), -0.0010088424324982068, 1e-12);
+  EXPECT_NEAR(t["ci"][1].get<double>(), 0.027675509099164875, 1e-12);
+  EXPECT_NEAR(t["p_value"].get<double>(), 0.05719095841793663, 1e-10);
+  EXPECT_EQ(t["seeds_needed"], 4);
+  EXPECT_EQ(t["df"], 2);
+  const auto& one = j["groups"][1]["differences"][0]["paired_t"];
+  EXPECT_TRUE(one["ci"].is_null());
+  EXPECT_TRUE(one["p_value"].is_null());
+  EXPECT_TRUE(one["seeds_needed"].is_null());
+  EXPECT_TRUE(j["groups"][1]["differences"][0]["stats"]["sd"].is_null());
+  const auto& csv = report_csv(report).at("differences.csv");
+  EXPECT_NE(csv.find("n,mean,sd,same_sign,ci95_low,ci95_high,p_value,seeds_needed"), std::string::npos) << csv;
+  // t2's one seed: the sd and the four test cells are empty, not 0 and not "nan".
+  const std::string t2_row = "t2,,zero_option,zero-option increment,L(baseline) - L(sink_logit),1,";
+  const auto at = csv.find(t2_row);
+  ASSERT_NE(at, std::string::npos) << csv;
+  const auto line = csv.substr(at, csv.find('\n', at) - at);
+  EXPECT_EQ(line.substr(line.size() - 7), ",,1,,,,") << line;
+  EXPECT_EQ(line.find("nan"), std::string::npos) << line;
 }
 
 TEST_F(ReportTest, MarkdownListsUnfinishedRunsAndTheNumbers) {
@@ -209,9 +278,9 @@ TEST_F(ReportTest, MarkdownListsUnfinishedRunsAndTheNumbers) {
            "- t1/proj_gate/s3: partial at step 50",
            "- t1/sink_token/s2: not started",
            "- t2/sink_logit/s2: stale: final.json is from config old-hash, the sweep expects hash",
-           "| zero-option increment | L(baseline) - L(sink_logit) | +0.0133 | 0.0058 | 3/3 | 3 |",
-           "| routing control renorm | L(baseline) - L(renorm) | -0.0020 | 0.0030 | 2/3 | 3 |",
-           "no pairs: no finished run of combo",
+           "| zero-option increment | L(baseline) - L(sink_logit) | +0.0133 | 0.0058 | [-0.0010, +0.0277] | 0.057 | 3/3 | 3 | 4 |",
+           "| routing control renorm | L(baseline) - L(renorm) | -0.0020 | 0.0030 | [-0.0095, +0.0055] | 0.368 | 2/3 | 3 | 12 |",
+           "Not in this sweep: filtering increment (norm), filtering increment (projection), standalone gain",
            "standalone gain off_by_one: seed 3 not paired (different validation data",
            "Best arm: **sink_token** (4.1245 ± 0.0375 (n=2))",
            "31 runs (from manifest.json): 28 finished, 1 partial, 1 stale, 1 not started.",
@@ -238,6 +307,8 @@ TEST_F(ReportTest, JsonAndCsvCarryTheSameNumbers) {
   ASSERT_EQ(run0["val_curve"].size(), 2u);
   EXPECT_EQ(run0["val_curve"][1][0], 100);
   EXPECT_NEAR(run0["val_curve"][1][2].get<double>(), 4.100, 1e-12);
+  // Training losses: the two step records that carry one, as [step, tokens, loss].
+  EXPECT_EQ(run0["train_curve"], nlohmann::json::parse("[[50, 6400, 5.0], [51, 6528, 5.0]]"));
 
   const auto csv = report_csv(report);
   const std::string renorm_row = "t1,,gain_renorm,routing control renorm,L(baseline) - L(renorm),3,";
@@ -264,6 +335,27 @@ TEST_F(ReportTest, WithoutAManifestRunDirectoriesAreFoundAndUnstartedOnesCannotB
   // No expected hash without a manifest: t2/sink_logit/s2 counts as finished and pairs.
   // s1 0.010, s2 4.310 - 4.280 = 0.030 -> mean 0.020, sd = 0.020 / sqrt(2)
   expect_stats(diff(group(report, "t2"), "zero_option").stats, 2, 0.020, 0.014142135623730951, 2, "t2 zero_option");
+}
+
+TEST_F(ReportTest, LongRunsTrainingLossIsAveragedInBinsOfConsecutiveSteps) {
+  // 1030 steps > kTrainCurvePoints (512): bins of ceil(1030 / 512) = 3 steps, the last one of 1030 - 3 * 343
+  // = 1 step; each point at its bin's last step. Loss = step, so a bin's mean is its middle step.
+  const fs::path run = dir() / name("t1", "baseline", 1);
+  std::ofstream metrics(run / "metrics.jsonl", std::ios::trunc);
+  for (int64_t step = 1; step <= 1030; ++step)
+    metrics << nlohmann::json({{"step", step}, {"tokens", step * 10}, {"train_loss", double(step)}}).dump() << "\n";
+  metrics.close();
+  const auto report = build_report(dir(), false);
+  const auto& curve = report.runs[0].train_curve;
+  ASSERT_EQ(report.runs[0].name, "t1/baseline/s1");
+  ASSERT_EQ(curve.size(), 344u);
+  EXPECT_EQ(curve[0].step, 3);
+  EXPECT_EQ(curve[0].tokens, 30);
+  EXPECT_DOUBLE_EQ(curve[0].train_loss, 2.0);  // (1 + 2 + 3) / 3
+  EXPECT_EQ(curve[342].step, 1029);
+  EXPECT_DOUBLE_EQ(curve[342].train_loss, 1028.0);
+  EXPECT_EQ(curve[343].step, 1030);
+  EXPECT_DOUBLE_EQ(curve[343].train_loss, 1030.0);  // a bin of one step
 }
 
 TEST(ReportErrors, AMissingDirectoryIsAClearError) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnlab/activation_report.h"
+#include "attnlab/progress.h"
 #include "attnlab/run_dir.h"
 #include "commands.h"
 #include "plot_paths.h"
@@ -45,7 +46,7 @@ void add_activations_command(CLI::App& app) {
     std::vector<std::string> runs;
     std::string out, python, plot_script;
     ActivationScanOptions scan;
-    bool plots = false;
+    bool plots = false, quiet = false;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
@@ -65,17 +66,22 @@ void add_activations_command(CLI::App& app) {
                   "final peak)")->capture_default_str();
   cmd->add_option("--massive-max", args->scan.massive.min_max, "'Massive': max |x_c| above this ...")->capture_default_str();
   cmd->add_option("--massive-ratio", args->scan.massive.min_ratio, "... and max / median at least this")->capture_default_str();
+  cmd->add_flag("--quiet", args->quiet, "No progress lines (they go to stderr, and only when it is a terminal)");
   cmd->add_flag("--plots", args->plots, "Also draw PNGs with tools/plot_activations.py (matplotlib)");
   cmd->add_option("--python", args->python, "Python with matplotlib (default: $ATTNLAB_VENV/bin/python)");
   cmd->add_option("--plot-script", args->plot_script, "Path of tools/plot_activations.py (default: found from the build)");
   cmd->callback([args] {
+    log_to_stderr("activations");  // the summary table alone on stdout
     std::vector<fs::path> dirs;
     for (const auto& run : args->runs) {
       for (const auto& seen : dirs)
         if (fs::equivalent(seen, run)) throw std::invalid_argument("--runs names " + run + " twice");
       dirs.emplace_back(run);
     }
-    const auto report = activations_report(dirs, args->scan);
+    Progress progress("activations", "checkpoints", progress_wanted(args->quiet));
+    auto scan = args->scan;
+    scan.progress = &progress;
+    const auto report = activations_report(dirs, scan);
     const fs::path out(args->out);
     auto files = activations_csv(report);
     files["activations.json"] = activations_json(report).dump(1) + "\n";

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "attnlab/probe_run.h"
+#include "attnlab/progress.h"
 #include "attnlab/run_dir.h"
 #include "commands.h"
 
@@ -17,6 +18,7 @@ namespace {
 struct CommonArgs {
   std::string checkpoint, data, device = "cpu", out;
   int64_t sequences = 32, length = 0, batch_size = 8;
+  bool quiet = false;
 };
 
 void add_common(CLI::App* cmd, CommonArgs& a) {
@@ -29,12 +31,15 @@ void add_common(CLI::App* cmd, CommonArgs& a) {
   cmd->add_option("--batch-size", a.batch_size, "Sequences per forward pass")->capture_default_str()->check(positive());
   cmd->add_option("--device", a.device, "auto | cpu | cuda")->capture_default_str();
   cmd->add_option("--out", a.out, "Output directory (default: <run>/probes, else ./probes)");
+  cmd->add_flag("--quiet", a.quiet, "No progress lines (they go to stderr, and only when it is a terminal)");
 }
 
 ProbeSource source_of(const CommonArgs& a) { return {a.checkpoint, a.data, a.device}; }
 
-ProbeDataOptions data_of(const CommonArgs& a) {
+// `progress` counts the forward passes while the command runs.
+ProbeDataOptions data_of(const CommonArgs& a, Progress& progress) {
   ProbeDataOptions d;
+  d.progress = &progress;
   d.sequences = a.sequences;
   d.length = a.length;
   d.batch_size = a.batch_size;
@@ -87,7 +92,9 @@ void add_probe_command(CLI::App& app) {
   cmd->add_option("--seed", args->seed, "Draw N windows of the val shards with this seed (default: the first N sequences)")
       ->check(non_negative());
   cmd->callback([args] {
-    auto data = data_of(*args);
+    log_to_stderr("probe");  // the tables alone on stdout
+    Progress progress("probe " + args->checkpoint, "batches", progress_wanted(args->quiet));
+    auto data = data_of(*args, progress);
     if (args->seed >= 0) data.seed = uint64_t(args->seed);
     const auto probe = run_probe(source_of(*args), data);
     write_and_print(out_dir(*args), probe_files(probe), "probe.md");
@@ -113,6 +120,7 @@ void add_inject_command(CLI::App& app) {
   cmd->add_flag("--per-layer", args->per_layer, "Also inject each of those layers alone");
   cmd->add_option("--seed", args->seed, "Seed of the junk draws (the same for every arm)")->capture_default_str();
   cmd->callback([args] {
+    log_to_stderr("inject");
     InjectOptions o;
     o.kind = parse_junk_kind(args->kind);
     o.cutoff = parse_quiet_cutoff(args->cutoff);
@@ -120,7 +128,8 @@ void add_inject_command(CLI::App& app) {
     o.layers = parse_layers(args->layers);
     o.per_layer = args->per_layer;
     o.seed = args->seed;
-    const auto inject = run_inject(source_of(*args), data_of(*args), o);
+    Progress progress("inject " + args->checkpoint, "forward passes", progress_wanted(args->quiet));
+    const auto inject = run_inject(source_of(*args), data_of(*args, progress), o);
     const auto files = inject_files(inject);
     std::string md;
     for (const auto& [name, text] : files)

@@ -29,7 +29,7 @@ void print(const SweepReport& report, const std::string& format) {
 void add_report_command(CLI::App& app) {
   struct Args {
     std::string dir, format = "md", out, python, plot_script;
-    bool compare_paper = false, plots = false, wd = false;
+    bool compare_paper = false, plots = false, wd = false, quiet = false;
     ProbeReportOptions probes;
   };
   auto args = std::make_shared<Args>();
@@ -44,9 +44,11 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("--python", args->python, "Python with matplotlib (default: $ATTNLAB_VENV/bin/python)");
   cmd->add_option("--plot-script", args->plot_script, "Path of tools/plot_report.py (default: found from the build)");
   add_probe_report_flags(cmd, args->probes);
+  cmd->add_flag("--quiet", args->quiet, "No progress lines for --probes / --inject (stderr, only when it is a terminal)");
   cmd->add_flag("--wd", args->wd, "Weight-decay sweep instead: peak step and size of max |x| per run, "
                                   "t_peak = a - b ln(lambda), peak ~ lambda^p");
   cmd->callback([args] {
+    log_to_stderr("report");  // the tables alone on stdout
     const fs::path out = args->out.empty() ? fs::path(args->dir) / "report" : fs::path(args->out);
     if (args->wd) return run_wd_report(args->dir, out, args->plots, args->python);
     const auto report = build_report(args->dir, args->compare_paper);
@@ -55,7 +57,7 @@ void add_report_command(CLI::App& app) {
     std::cout.flush();  // the table first, then the note on stderr
     std::cerr << fmt::format("attnlab report: wrote report.md, report.json and CSV files to {}\n", out.string());
     if (args->plots) draw_plots(args->python, args->plot_script, "plot_report.py", out / "report.json", out);
-    run_probe_report(report, args->probes, out, args->plots, args->python);
+    run_probe_report(report, args->probes, out, args->plots, args->python, args->quiet);
   });
 }
 

@@ -30,6 +30,10 @@ inline CLI::Validator number_at_least(double low, bool strict) {
 inline CLI::Validator positive() { return number_at_least(0, true); }
 inline CLI::Validator non_negative() { return number_at_least(0, false); }
 
+/// Points spdlog's default logger at stderr (a logger named `command`), for commands whose stdout is
+/// their result (a table, generated text): `attnlab report DIR > report.md` then holds no log lines.
+void log_to_stderr(const std::string& command);
+
 void add_arms_command(CLI::App& app);
 void add_config_command(CLI::App& app);
 void add_train_command(CLI::App& app);
@@ -43,5 +47,7 @@ void add_probe_command(CLI::App& app);
 void add_inject_command(CLI::App& app);
 void add_export_hf_command(CLI::App& app);
 void add_import_hf_command(CLI::App& app);
+void add_sample_command(CLI::App& app);
+void add_watch_command(CLI::App& app);
 
 }  // namespace attnlab::cli

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "attnlab/progress.h"
+
 namespace attnlab::cli {
 namespace fs = std::filesystem;
 
@@ -25,9 +27,13 @@ void add_probe_report_flags(CLI::App* cmd, ProbeReportOptions& o) {
   cmd->add_option("--probe-device", o.device, "auto | cpu | cuda")->capture_default_str();
 }
 
-void run_probe_report(const SweepReport& report, const ProbeReportOptions& o, const fs::path& out, bool plots,
-                      const std::string& python) {
-  if (!o.probes && !o.inject) return;
+void run_probe_report(const SweepReport& report, const ProbeReportOptions& options, const fs::path& out, bool plots,
+                      const std::string& python, bool quiet) {
+  if (!options.probes && !options.inject) return;
+  const std::string what = std::string("report") + (options.probes ? " --probes" : "") + (options.inject ? " --inject" : "");
+  Progress progress(what, "runs", progress_wanted(quiet), 0.0);
+  auto o = options;
+  o.progress = &progress;
   const auto results = collect_probe_results(report, o);
   const auto markdown = probe_tables_markdown(results, report.compare_paper);
   write_outputs(out, {{"probes.md", markdown}, {"probes.json", results.dump(1) + "\n"}});

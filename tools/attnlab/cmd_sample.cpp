@@ -1,0 +1,98 @@
+// `attnlab sample --checkpoint RUN --prompt TEXT [--tokens N --temperature T --top-k K --seed S]`:
+// what a checkpoint generates, decoded with the run's tokenizer (docs/sampling.md).
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "attnlab/checkpoint.h"
+#include "attnlab/device.h"
+#include "attnlab/sampler.h"
+#include "attnlab/text_codec.h"
+#include "commands.h"
+#include "plot_paths.h"
+
+namespace attnlab::cli {
+namespace {
+
+// The run's tokenizer: --tokenizer (a tokenizer.json or its directory), else the one beside the
+// run's training shards (data.train, relative to where the run was started).
+TokenizerInfo run_tokenizer(const std::string& option, const LoadedModel& loaded) {
+  if (!option.empty()) {
+    const std::filesystem::path p(option);
+    auto dir = p.filename() == "tokenizer.json" ? p.parent_path() : p;
+    if (dir.empty()) dir = ".";
+    if (!std::filesystem::exists(dir / "tokenizer.json"))
+      throw std::runtime_error("--tokenizer " + option + ": no tokenizer.json there");
+    return read_tokenizer_info(dir.string());
+  }
+  const auto train = loaded.config.contains("data") ? loaded.config["data"].value("train", std::string()) : "";
+  if (train.empty()) throw std::runtime_error(loaded.source.string() + ": the run's config names no data.train; pass --tokenizer");
+  try {
+    return tokenizer_for_pattern(train);
+  } catch (const DataError& e) {
+    throw std::runtime_error(fmt::format("{} (the run's data.train, relative to where it was trained); run from "
+                                         "there or pass --tokenizer DIR_OR_TOKENIZER_JSON",
+                                         e.what()));
+  }
+}
+
+}  // namespace
+
+void add_sample_command(CLI::App& app) {
+  struct Args {
+    std::string checkpoint, prompt, tokenizer, device = "auto", python;
+    int64_t tokens = 200, top_k = 0;
+    double temperature = 1.0;
+    uint64_t seed = 1;
+  };
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("sample", "Text a checkpoint generates from a prompt (KV-cache decoding)");
+  cmd->add_option("--checkpoint", args->checkpoint, "Run directory (newest good checkpoint), checkpoint directory or model.safetensors")
+      ->required();
+  cmd->add_option("--prompt", args->prompt, "Text to continue (empty: start a new document)");
+  cmd->add_option("--tokens", args->tokens, "Tokens to generate")->capture_default_str()->check(non_negative());
+  cmd->add_option("--temperature", args->temperature, "Softmax temperature; 0 = greedy")
+      ->capture_default_str()->check(non_negative());
+  cmd->add_option("--top-k", args->top_k, "Sample among the k most likely tokens; 0 = all")
+      ->capture_default_str()->check(non_negative());
+  cmd->add_option("--seed", args->seed, "Seed of the draws: the same seed, the same text")->capture_default_str();
+  cmd->add_option("--tokenizer", args->tokenizer,
+                  "tokenizer.json (or its directory) to use instead of the one beside the run's data.train shards");
+  cmd->add_option("--device", args->device, "auto | cpu | cuda")->capture_default_str();
+  cmd->add_option("--python", args->python, "Python with tiktoken/sentencepiece (default: the project's venv)");
+  cmd->callback([args] {
+    // The text alone on stdout (`attnlab sample ... > out.txt`); what is said about it on stderr.
+    log_to_stderr("sample");
+    std::vector<std::string> warnings;
+    auto loaded = load_model(args->checkpoint, &warnings);
+    for (const auto& w : warnings) spdlog::warn("{}", w);
+    TextCodec codec{args->python.empty() ? venv_python() : std::filesystem::path(args->python),
+                    source_tool("text_codec.py"), run_tokenizer(args->tokenizer, loaded)};
+    if (codec.tokenizer.assumed)  // ids alone cannot become text: which tokenizer made them is not known
+      throw std::runtime_error("no tokenizer.json beside the run's data.train shards (" + codec.tokenizer.dir +
+                               "): its token ids have no known text; pass --tokenizer DIR_OR_TOKENIZER_JSON");
+    check_vocab(codec.tokenizer, loaded.model_config.vocab_size);
+
+    // A document starts after the separator in every shard prepare_data.py writes, so the prompt does too.
+    std::vector<int64_t> context;
+    if (codec.tokenizer.eot >= 0) context.push_back(codec.tokenizer.eot);
+    const auto prompt = args->prompt.empty() ? std::vector<int64_t>{} : encode_text(codec, args->prompt);
+    context.insert(context.end(), prompt.begin(), prompt.end());
+    if (context.empty())
+      throw std::runtime_error("an empty prompt needs the tokenizer's document separator (tokenizer.json \"eot\"); give --prompt");
+
+    const auto device = resolve_device(args->device);
+    loaded.model->to(device);
+    SamplingOptions options{args->tokens, args->temperature, args->top_k, args->seed};
+    spdlog::info("sample: {} (step {}, arm {}), {} prompt tokens, {} new, temperature {}, top-k {}, seed {}",
+                 loaded.source.string(), loaded.step, loaded.model_config.arm, prompt.size(), args->tokens,
+                 args->temperature, args->top_k, args->seed);
+    auto ids = prompt;
+    for (const auto id : generate(*loaded.model, context, options)) ids.push_back(id);
+    std::cout << decode_ids(codec, ids) << "\n";
+  });
+}
+
+}  // namespace attnlab::cli

@@ -213,6 +213,7 @@ def hf_tokenizer(directory: str) -> Tokenizer:
         fail(f"{directory}: the tokenizer has no end-of-text token to separate documents")
     return Tokenizer("hf", vocab_size, tok.eos_token_id,
                      lambda texts: tok(texts, add_special_tokens=False)["input_ids"],
+                     lambda ids: tok.decode(ids),
                      description=f"transformers tokenizer of {os.path.abspath(directory)}; "
                                  f"{tok.eos_token_id} ({tok.eos_token}) separates documents")
 

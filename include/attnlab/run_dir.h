@@ -115,7 +115,8 @@ class RunWriter {
 };
 
 /// Every run directory under `root` (one holding config.yaml), sorted, not looking inside
-/// checkpoints/. Throws FileError when `root` cannot be read.
+/// checkpoints/; `root` alone when it is itself a run directory (`watch` or `report` given one run).
+/// Throws FileError when `root` cannot be read.
 std::vector<std::filesystem::path> find_run_dirs(const std::filesystem::path& root);
 
 /// Writes each {file name: contents} into `dir` (created), each file atomically, logging each path.

@@ -265,7 +265,7 @@ fs::path save(const fs::path& run_dir, const GPTImpl& model, const torch::optim:
               const TrainState& state, const RetentionPolicy& policy) {
   if (policy.keep_last < 1) throw std::invalid_argument("checkpoint retention: keep_last must be at least 1");
   const fs::path final_dir = checkpoint_dir(run_dir, state.step);
-  detail::check_train_state(state, final_dir / kStateFile);  // never write what the reader refuses
+  detail::check_train_state(state, final_dir / kStateFile, opt != nullptr);  // never write what the reader refuses
   const Tensors tensors = gather(model, opt, final_dir);
   const fs::path root = make_checkpoints_root(run_dir);
   remove_hidden_leftovers(root);

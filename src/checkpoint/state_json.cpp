@@ -181,13 +181,13 @@ void check_loss(double loss, double none, const char* key, const fs::path& file)
 
 }  // namespace
 
-void check_train_state(const TrainState& t, const fs::path& file) {
+void check_train_state(const TrainState& t, const fs::path& file, bool trained) {
   check_count(t.step, "step", file);
   check_count(t.tokens_seen, "tokens_seen", file);
   check_count(t.data_position, "data_position", file);
   check_loss(t.val_loss, std::numeric_limits<double>::quiet_NaN(), "val_loss", file);
   check_loss(t.best_val_loss, std::numeric_limits<double>::infinity(), "best_val_loss", file);
-  if (t.tokens_seen < t.step) {
+  if (trained && t.tokens_seen < t.step) {
     throw CheckpointError(file, "tokens_seen " + std::to_string(t.tokens_seen) + " is below step " +
                                     std::to_string(t.step) + " (every step consumes tokens)");
   }
@@ -309,10 +309,10 @@ StateFile read_state_file(const fs::path& file) {
   t.rng = parse_rng(object_field(j, "rng", file), file);
   t.config = object_field(j, "config", file);
   t.extra = object_field(j, "extra", file);
-  check_train_state(t, file);
-  check_directory_step(t, file);
   s.model = model_config_from_json(object_field(j, "model", file), file);
   s.files = object_field(j, "files", file);
+  check_train_state(t, file, s.files.contains(kOptimizerFile));
+  check_directory_step(t, file);
   return s;
 }
 

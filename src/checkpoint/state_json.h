@@ -36,9 +36,11 @@ struct StateFile {
 };
 
 /// The rules of a TrainState that state.json records: step, tokens_seen, data_position >= 0,
-/// tokens_seen >= step, val_loss finite and >= 0 or NaN (not evaluated), best_val_loss finite and
-/// >= 0 or +inf (none yet), best_val_loss <= val_loss. Throws CheckpointError naming `file`.
-void check_train_state(const TrainState& t, const std::filesystem::path& file);
+/// tokens_seen >= step for a trained checkpoint (`trained`: it holds optimizer state; a weights-only
+/// checkpoint imported from elsewhere need not know its tokens), val_loss finite and >= 0 or NaN (not
+/// evaluated), best_val_loss finite and >= 0 or +inf (none yet), best_val_loss <= val_loss. Throws
+/// CheckpointError naming `file`.
+void check_train_state(const TrainState& t, const std::filesystem::path& file, bool trained = true);
 
 nlohmann::json state_file_to_json(const StateFile& s);
 /// What `sha256sum state.json` prints for a state.json holding `state_text`: "<hex>  state.json\n".

@@ -164,6 +164,7 @@ void RunWriter::write_final(const FinalRecord& record) const {
 MetricsLog RunWriter::open_metrics(int64_t resume_step) const { return MetricsLog(dir_.metrics_file(), resume_step); }
 
 std::vector<fs::path> find_run_dirs(const fs::path& root) {
+  if (RunDir(root).claimed()) return {root};
   std::vector<fs::path> dirs;
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();

@@ -35,6 +35,8 @@ EXPENSIVE = {
     "build/attnlab probe ": "needs the trained run runs/sl",
     "build/attnlab inject ": "needs the trained run runs/sl",
     "build/attnlab activations ": "needs the trained run runs/sl",
+    "build/attnlab export-hf ": "needs the trained run runs/sl",
+    "build/attnlab import-hf ": "needs a model directory from tools/hf_fetch.py (network)",
 }
 
 

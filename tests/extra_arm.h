@@ -68,6 +68,14 @@ inline std::vector<std::string> registry_arm_names() {
   return names;
 }
 
+/// The registry's arm names as the items of a YAML flow list ("baseline, off_by_one, ..."), for
+/// sweep files that train every arm.
+inline std::string registry_arm_yaml_items() {
+  std::string items;
+  for (const auto& name : registry_arm_names()) items += (items.empty() ? "" : ", ") + name;
+  return items;
+}
+
 /// tests/data/golden/attention_arms.json, plus the arms of ATTNLAB_TEST_GOLDEN_FILE (same inputs).
 inline const nlohmann::json& golden_values() {
   static const nlohmann::json data = [] {

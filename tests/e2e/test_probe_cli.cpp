@@ -15,6 +15,7 @@
 #include "attnlab/sweep.h"
 #include "attnlab/trainer.h"
 #include "e2e/cli.h"
+#include "extra_arm.h"
 #include "unit/shard_files.h"
 
 namespace attnlab {
@@ -50,7 +51,7 @@ class ProbeE2E : public ::testing::Test {
     std::ofstream(d / "sweeps/toy.yaml")
         << "base: ../base.yaml\nout: " << (d / "out").string()
         << "\nset:\n  train.max_steps: 8\n  eval.every: 4\n  checkpoint.every: 4\n"
-        << "grid:\n  tier: [tiny]\n  model.arm: [" << registry_arms() << "]\n  seed: [1]\n";
+        << "grid:\n  tier: [tiny]\n  model.arm: [" << testing_extra::registry_arm_yaml_items() << "]\n  seed: [1]\n";
     for (const auto& run : expand_sweep(load_sweep(d / "sweeps/toy.yaml"))) ASSERT_EQ(train(run.resolved).status, TrainStatus::finished);
   }
   static void TearDownTestSuite() { delete tmp_; }
@@ -61,12 +62,6 @@ class ProbeE2E : public ::testing::Test {
     return {};
   }
   static testing::TempDir* tmp_;
-  // Every arm of the registry, as a YAML list's items.
-  static std::string registry_arms() {
-    std::string list;
-    for (const auto& arm : all_arms()) list += (list.empty() ? "" : ", ") + arm.name;
-    return list;
-  }
 };
 testing::TempDir* ProbeE2E::tmp_ = nullptr;
 

@@ -16,6 +16,7 @@
 #include "attnlab/sweep.h"
 #include "attnlab/trainer.h"
 #include "e2e/cli.h"
+#include "extra_arm.h"
 #include "unit/shard_files.h"
 
 namespace attnlab {
@@ -75,11 +76,11 @@ class SampleWatchE2E : public ::testing::Test {
     std::ofstream(d / "sweeps/txt.yaml")
         << "base: ../base.yaml\nout: " << (d / "out").string()
         << "\nset:\n  train.max_steps: 30\n  eval.every: 10\n  checkpoint.every: 30\n"
-        << "grid:\n  tier: [tiny]\n  model.arm: [baseline, off_by_one, sink_token, sink_logit, norm_gate, proj_gate, "
-           "renorm, combo, combo2]\n  seed: [1]\n";
+        << "grid:\n  tier: [tiny]\n  model.arm: [" << testing_extra::registry_arm_yaml_items() << "]\n  seed: [1]\n";
     const auto spec = load_sweep(d / "sweeps/txt.yaml");
-    write_manifest(spec, manifest_json(spec, expand_sweep(spec), std::vector<RunState>(9), kAttnlab));
-    for (const auto& run : expand_sweep(spec)) ASSERT_EQ(train(run.resolved).status, TrainStatus::finished);
+    const auto runs = expand_sweep(spec);
+    write_manifest(spec, manifest_json(spec, runs, std::vector<RunState>(runs.size()), kAttnlab));
+    for (const auto& run : runs) ASSERT_EQ(train(run.resolved).status, TrainStatus::finished);
   }
   static void TearDownTestSuite() { delete tmp_; }
   static fs::path dir() { return tmp_->path(); }
@@ -159,7 +160,7 @@ TEST_F(SampleWatchE2E, WatchHandsEveryRunOfTheSweepWithItsTagsToTheScript) {
       arms.insert(run["arm"].get<std::string>());
     }
   }
-  EXPECT_EQ(arms.size(), 9u);
+  EXPECT_EQ(arms.size(), testing_extra::registry_arm_names().size());
   const auto has = [&](const std::string& a) { return std::find(argv.begin(), argv.end(), a) != argv.end(); };
   EXPECT_TRUE(has("--follow"));
   EXPECT_TRUE(has((dir() / "tb").string()));

@@ -4,10 +4,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include "attnlab/cpu_math.h"
 #include "attnlab/version.h"
 #include "commands.h"
 
 int main(int argc, char** argv) {
+  attnlab::warm_up_cpu_vector_math();  // before any parallel ATen op (cpu_math.h says why)
   CLI::App app{"attnlab: attention-variant ablations (arms, paired seeds, probes)"};
   app.set_version_flag("--version", "attnlab " + attnlab::version() + " (" + attnlab::git_revision() + ")");
   app.require_subcommand(1);

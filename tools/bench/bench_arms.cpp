@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "attnlab/cpu_math.h"
 #include "attnlab/init.h"
 #include "attnlab/model.h"
 #include "bench_common.h"
@@ -35,6 +36,7 @@ double step_seconds(GPT& model, const at::Tensor& x, const at::Tensor& y, bool c
 }  // namespace
 
 int main(int argc, char** argv) {
+  attnlab::warm_up_cpu_vector_math();
   Options o;
   CLI::App app{"Training-step throughput of every arm on CPU, against baseline in the same run"};
   bench::add_model_options(app, o.dims);

@@ -36,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "attnlab/cpu_math.h"
 #include "attnlab/arm_attention.h"
 #include "attnlab/arm_params.h"
 #include "attnlab/copy_count.h"
@@ -346,6 +347,7 @@ void fill_defaults(Setup& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  attnlab::warm_up_cpu_vector_math();
   CLI::App app{"Attention backend benchmark: every arm on every backend, against baseline and SDPA"};
   Setup s;
   bool child = false, backward = false;

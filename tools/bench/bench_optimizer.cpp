@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "attnlab/cpu_math.h"
 #include "attnlab/fused_adamw.h"
 #include "attnlab/init.h"
 #include "attnlab/model.h"
@@ -41,6 +42,7 @@ std::unique_ptr<torch::optim::AdamW> make(GPTImpl& model) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  attnlab::warm_up_cpu_vector_math();
   bench::ModelDims dims;
   int64_t steps = 30, threads = 1;
   std::string device_name = "cpu";

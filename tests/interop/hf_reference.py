@@ -40,6 +40,20 @@ LAYOUT_DTYPES = ["float64", "float32", "float16", "bfloat16", "int64", "int32", 
 SHARD_MAGIC, SHARD_VERSION = 20240520, 1
 
 
+def warm_up_vector_math():
+    """Settles oneMKL's VML dispatch on one thread before any parallel op, as attnlab's C++ programs do
+    (include/attnlab/cpu_math.h): otherwise the first parallel exp / log / tanh can run a low-accuracy
+    kernel on one thread's chunk (pytorch/pytorch#188792), and transformers' side of a comparison
+    would be off by up to 1.5e-4 relative in float32."""
+    ops = [torch.exp, torch.expm1, torch.log, torch.log2, torch.log10, torch.log1p, torch.sqrt, torch.sin,
+           torch.cos, torch.tan, torch.tanh, torch.asin, torch.acos, torch.atan, torch.erf, torch.erfc,
+           torch.erfinv, torch.abs, torch.trunc]
+    for dtype in (torch.float32, torch.float64):
+        x = torch.full((16,), 0.5, dtype=dtype)
+        for op in ops:
+            op(x)
+
+
 def fail(message):
     print(f"hf_reference: FAIL: {message}", file=sys.stderr)
     sys.exit(1)
@@ -420,4 +434,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    warm_up_vector_math()
     main(sys.argv[1:])

@@ -14,7 +14,7 @@ namespace attnlab {
 /// Later calls are exact, so only the process's first sizable op of each kind is hit.
 ///
 /// Call it first thing in main(), before any parallel ATen op; every attnlab program and test binary
-/// does. Idempotent and thread-safe (std::call_once); 38 ops on 16-element tensors, negligible next to
+/// does, and GPT's constructor calls it for programs of one's own. Idempotent and thread-safe (std::call_once); 38 ops on 16-element tensors, negligible next to
 /// loading LibTorch. Throws nothing beyond what ATen throws on an out-of-memory.
 void warm_up_cpu_vector_math();
 

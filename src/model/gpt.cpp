@@ -2,11 +2,13 @@
 #include <string>
 
 #include "attnlab/arm_params.h"
+#include "attnlab/cpu_math.h"
 #include "attnlab/model.h"
 
 namespace attnlab {
 
 GPTImpl::GPTImpl(ModelConfig cfg) : cfg_(std::move(cfg)) {
+  warm_up_cpu_vector_math();  // main() does it in attnlab's programs; this covers a caller's own
   cfg_.validate();
   arm_ = cfg_.arm_spec();
   wte = register_module("wte", torch::nn::Embedding(cfg_.padded_vocab(), cfg_.d_model));

@@ -48,8 +48,11 @@ InjectResult cached_inject(const ProbeSource& source, const ProbeDataOptions& da
 /// in Markdown ("-" where none or NaN).
 std::map<std::string, std::string> probe_files(const ProbeResult& probe);
 
-/// Files of an injection result: inject_<kind>_<cutoff>.json (to_json), .csv (one row per layer set
-/// and eps, the clean loss first as eps 0) and .md.
+/// "inject_<kind>_<cutoff>": the name, without extension, of an injection's files.
+std::string inject_file_stem(const InjectOptions& options);
+
+/// Files of an injection result: inject_file_stem().json (to_json), .csv (one row per layer set and
+/// eps, the clean loss first as eps 0) and .md.
 std::map<std::string, std::string> inject_files(const InjectResult& inject);
 
 /// The run directory's probes/ folder when `checkpoint` lies in a run (a run directory, or a

@@ -90,10 +90,6 @@ std::string probe_markdown(const ProbeResult& probe) {
   return out.str();
 }
 
-std::string inject_stem(const InjectOptions& options) {
-  return "inject_" + to_string(options.kind) + "_" + to_string(options.cutoff);
-}
-
 void dose_rows(csv::Table& t, const std::string& layers, const std::vector<DoseLoss>& doses) {
   for (const auto& d : doses)
     t.row({layers, fmt::format("{:g}", d.eps), fmt::format("{:.6f}", d.loss), fmt::format("{:.6f}", d.increase)});
@@ -146,8 +142,12 @@ std::map<std::string, std::string> probe_files(const ProbeResult& probe) {
   return files;
 }
 
+std::string inject_file_stem(const InjectOptions& options) {
+  return "inject_" + to_string(options.kind) + "_" + to_string(options.cutoff);
+}
+
 std::map<std::string, std::string> inject_files(const InjectResult& inject) {
-  const auto stem = inject_stem(inject.options);
+  const auto stem = inject_file_stem(inject.options);
   return {{stem + ".json", to_json(inject).dump(1) + "\n"}, {stem + ".csv", inject_csv(inject)},
           {stem + ".md", inject_markdown(inject)}};
 }

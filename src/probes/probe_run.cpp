@@ -88,7 +88,7 @@ ProbeResult cached_probe(const ProbeSource& source, const ProbeDataOptions& data
 InjectResult cached_inject(const ProbeSource& source, const ProbeDataOptions& data, const InjectOptions& options,
                            const std::filesystem::path& dir, bool* reused) {
   auto t = load_target(source, data);
-  const auto file = dir / ("inject_" + to_string(options.kind) + "_" + to_string(options.cutoff) + ".json");
+  const auto file = dir / (inject_file_stem(options) + ".json");
   if (auto hit = read_cached_inject(file, result_key(t.provenance, options))) {
     if (reused) *reused = true;
     return *hit;

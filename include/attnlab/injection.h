@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "attnlab/batch_sampler.h"
 #include "attnlab/probes.h"
@@ -74,12 +74,32 @@ struct InjectOptions {
 /// without a projection gate), a layer index is out of range, or an eps is negative or not finite.
 void check_inject_options(const GPTImpl& model, const InjectOptions& options);
 
+/// The validation loss at one dose (nats/token).
+struct DoseLoss {
+  double eps = 0.0;       ///< junk norm as a multiple of the head's median read norm
+  double loss = 0.0;      ///< with the junk injected
+  double increase = 0.0;  ///< loss - the clean loss
+};
+
+/// One layer injected alone.
+struct LayerDoses {
+  int64_t layer = 0;
+  std::vector<DoseLoss> doses;  ///< one per InjectOptions::eps, in its order
+};
+
+/// What inject_model() measures. Losses are token-weighted means of next-token cross-entropy (nats).
+struct InjectOutcome {
+  double clean_loss = 0.0;
+  std::vector<int64_t> layers;  ///< the layers injected together (InjectOptions::layers, or every layer)
+  std::vector<DoseLoss> doses;  ///< those layers together, one per eps
+  std::optional<std::vector<LayerDoses>> per_layer;  ///< each of `layers` alone (InjectOptions::per_layer)
+};
+
 /// Clean validation loss and the loss at every dose (nats/token, token-weighted over `batches`,
-/// float32 forward on `device`, the model's attention backend). Returns {"clean_loss", "doses":
-/// [{"eps", "loss", "increase"}], "per_layer": [{"layer", "doses": [...]}] (when asked)}.
+/// float32 forward on `device`, the model's attention backend); to_json (probe_result.h) writes it.
 /// Throws as check_inject_options(). `progress` (optional) is told of every forward pass (batches x
 /// (1 + doses x (1 + per-layer sets))) and counts each one done.
-nlohmann::json inject_model(GPTImpl& model, const std::vector<Batch>& batches, const c10::Device& device,
-                            const InjectOptions& options, Progress* progress = nullptr);
+InjectOutcome inject_model(GPTImpl& model, const std::vector<Batch>& batches, const c10::Device& device,
+                           const InjectOptions& options, Progress* progress = nullptr);
 
 }  // namespace attnlab

@@ -5,6 +5,7 @@
 // its accumulation in accumulate_layer().
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -37,5 +38,8 @@ const std::vector<ProbeMeasure>& probe_measure_table();
 
 /// The row called `name`; throws std::invalid_argument naming it and listing the known names.
 const ProbeMeasure& probe_measure(const std::string& name);
+
+/// The index in probe_measure_table() of the row called `name`; throws as probe_measure().
+size_t probe_measure_index(const std::string& name);
 
 }  // namespace attnlab

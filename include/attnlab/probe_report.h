@@ -5,10 +5,12 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "attnlab/probe_run.h"
 #include "attnlab/report.h"
@@ -29,17 +31,40 @@ struct ProbeReportOptions {
   Progress* progress = nullptr;  ///< counts the finished runs as each is probed (not owned; optional)
 };
 
-/// {"runs": [...], "eps", "seed", "arm_order": the registry's arms, "measures": [{"name", "label",
-/// "percent"}] of probe_measure_table()} where each run (finished runs only) is {"name", "tier",
-/// "variant", "arm", "seed", "probe": probe JSON (or null), "inject": [injection JSON, ...], "error":
-/// text when the run could not be probed}. A run that fails (no checkpoint, data missing) is
-/// recorded with its error, never dropped. tools/plot_probes.py draws in the orders given here.
-nlohmann::json collect_probe_results(const SweepReport& report, const ProbeReportOptions& options);
+/// One finished run of the sweep with its probe and injections.
+struct ProbeReportRun {
+  std::string name;     ///< relative to the sweep directory, e.g. "micro/baseline/s1"
+  std::string tier, variant, arm;
+  uint64_t seed = 0;
+  std::optional<ProbeResult> probe;   ///< none unless ProbeReportOptions::probes (or when it failed)
+  std::vector<InjectResult> inject;   ///< in report_injections' order: cutoffs, then junk kinds
+  std::optional<std::string> error;   ///< why the run could not be probed
+};
+
+/// The report's probe and injection results: every finished run, in the sweep report's order.
+struct ProbeReport {
+  std::vector<ProbeReportRun> runs;
+  std::vector<double> eps;  ///< the doses every run was injected with
+  uint64_t seed = 0;        ///< the junk seed
+};
+
+/// Runs (or reuses, probe_run.h's cache) the probe and injections of every finished run. A run that
+/// fails (no checkpoint, data missing) is recorded with its error, never dropped.
+ProbeReport collect_probe_results(const SweepReport& report, const ProbeReportOptions& options);
+
+/// probes.json: {"runs": [{"name", "tier", "variant", "arm", "seed", "probe": probe.json's object or
+/// null, "inject": [injection JSON, ...], "error" (only when the run failed)}], "eps", "seed",
+/// "arm_order": the registry's arms, "measures": [{"name", "label", "percent"}] of
+/// probe_measure_table()}. tools/plot_probes.py reads it and draws in the orders given here.
+nlohmann::json to_json(const ProbeReport& results);
 
 /// Markdown tables per tier: first-key mass, sink rate, read-norm ratio, phantom mass, exposure and
-/// gates per arm (mean over seeds); dose-response per arm, junk kind and cutoff (mean increase in
-/// nats). With `compare_paper`, the paper's 124m / 350m figures beside them, labelled as the
-/// paper's scale.
-std::string probe_tables_markdown(const nlohmann::json& results, bool compare_paper);
+/// gates per arm (mean over seeds of the model-level values; a run without a value for a measure
+/// is left out of that cell); dose-response per arm, junk kind and cutoff (mean increase in nats).
+/// With `compare_paper`, the paper's 124m / 350m figures beside them, labelled as the paper's scale.
+std::string probe_tables_markdown(const ProbeReport& results, bool compare_paper);
+
+/// The report's files by name: probes.md (probe_tables_markdown) and probes.json (to_json).
+std::map<std::string, std::string> probe_report_files(const ProbeReport& results, bool compare_paper);
 
 }  // namespace attnlab

@@ -4,11 +4,13 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "attnlab/injection.h"
+#include "attnlab/probe_result.h"
 #include "attnlab/probes.h"
 
 namespace attnlab {
@@ -21,44 +23,54 @@ struct ProbeSource {
   std::string device = "cpu";  ///< "auto" | "cpu" | "cuda" (kAnalysisDevice by default)
 };
 
-/// probe_model() on the chosen tokens, with provenance. Returns {"provenance": {...}, "conventions":
-/// [...], "summary": probe_summary()}. Throws CheckpointError / DataError naming the culprit, and
-/// std::invalid_argument when the data hold fewer than N sequences of T tokens or T exceeds the
-/// model's context.
-nlohmann::json run_probe(const ProbeSource& source, const ProbeDataOptions& data);
+/// probe_model() on the chosen tokens, with provenance and conventions. Throws CheckpointError /
+/// DataError naming the culprit, and std::invalid_argument when the data hold fewer than N sequences
+/// of T tokens or T exceeds the model's context.
+ProbeResult run_probe(const ProbeSource& source, const ProbeDataOptions& data);
 
-/// inject_model() on the first N validation sequences of T tokens, with provenance and options.
-/// Returns {"provenance", "options": {"kind", "cutoff", "eps", "layers", "seed"}, "conventions",
-/// "result": inject_model()}. Throws as run_probe() and check_inject_options().
-nlohmann::json run_inject(const ProbeSource& source, const ProbeDataOptions& data, const InjectOptions& options);
+/// inject_model() on the first N validation sequences of T tokens, with provenance, options and
+/// conventions. Throws as run_probe() and check_inject_options().
+InjectResult run_inject(const ProbeSource& source, const ProbeDataOptions& data, const InjectOptions& options);
 
 /// run_probe() unless `dir`/probe.json holds a result with the same result_key(); when it computes,
 /// it writes probe_files() into `dir`. `reused` (optional) says which happened.
-nlohmann::json cached_probe(const ProbeSource& source, const ProbeDataOptions& data, const std::filesystem::path& dir,
-                            bool* reused = nullptr);
+ProbeResult cached_probe(const ProbeSource& source, const ProbeDataOptions& data, const std::filesystem::path& dir,
+                         bool* reused = nullptr);
 
 /// run_inject() unless `dir`/inject_<kind>_<cutoff>.json holds a result with the same key; writes
 /// inject_files() when it computes.
-nlohmann::json cached_inject(const ProbeSource& source, const ProbeDataOptions& data, const InjectOptions& options,
-                             const std::filesystem::path& dir, bool* reused = nullptr);
+InjectResult cached_inject(const ProbeSource& source, const ProbeDataOptions& data, const InjectOptions& options,
+                           const std::filesystem::path& dir, bool* reused = nullptr);
 
-/// Files of a probe result by name: probe.json, probe.md, probe_heads.csv (one row per layer and
-/// head) and probe_<measure>.csv (a layer x head matrix per measure).
-std::map<std::string, std::string> probe_files(const nlohmann::json& probe);
+/// Files of a probe result by name: probe.json (to_json), probe.md, probe_heads.csv (one row per
+/// layer and head) and probe_<measure>.csv (a layer x head matrix per per-head measure). Values are
+/// written with 6 significant digits in CSV (empty where none or NaN), in percent or with 3 decimals
+/// in Markdown ("-" where none or NaN).
+std::map<std::string, std::string> probe_files(const ProbeResult& probe);
 
-/// Files of an injection result: inject_<kind>_<cutoff>.json, .csv (one row per layer set and eps)
-/// and .md.
-std::map<std::string, std::string> inject_files(const nlohmann::json& inject);
+/// "inject_<kind>_<cutoff>": the name, without extension, of an injection's files.
+std::string inject_file_stem(const InjectOptions& options);
+
+/// Files of an injection result: inject_file_stem().json (to_json), .csv (one row per layer set and
+/// eps, the clean loss first as eps 0) and .md.
+std::map<std::string, std::string> inject_files(const InjectResult& inject);
 
 /// The run directory's probes/ folder when `checkpoint` lies in a run (a run directory, or a
 /// checkpoint under <run>/checkpoints/), else ./probes.
 std::filesystem::path default_probe_dir(const std::filesystem::path& checkpoint);
 
-/// The "key" of a result: what must match for a cached file to be reused (checkpoint step and
-/// source, data pattern, N, T, seed, and the injection options).
-nlohmann::json result_key(const nlohmann::json& result);
+/// The "key" of a result: what must match for a cached file to be reused (checkpoint source and
+/// step, data pattern, N, T, batch size and probe seed of `provenance`; and the injection options)
+/// as a JSON object compared whole.
+nlohmann::json result_key(const Provenance& provenance);
+nlohmann::json result_key(const Provenance& provenance, const InjectOptions& options);
+nlohmann::json result_key(const ProbeResult& probe);
+nlohmann::json result_key(const InjectResult& inject);
 
-/// The JSON in `file` if it exists, parses and its result_key() equals `key`; null otherwise.
-nlohmann::json read_cached(const std::filesystem::path& file, const nlohmann::json& key);
+/// The result in `file` if it exists, reads back (probe_result_from_json / inject_result_from_json)
+/// and its result_key() equals `key`; none otherwise (a file that does not read back is logged as a
+/// warning naming it and the reason, then treated as a miss).
+std::optional<ProbeResult> read_cached_probe(const std::filesystem::path& file, const nlohmann::json& key);
+std::optional<InjectResult> read_cached_inject(const std::filesystem::path& file, const nlohmann::json& key);
 
 }  // namespace attnlab

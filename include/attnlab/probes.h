@@ -14,8 +14,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "attnlab/batch_sampler.h"
 
 namespace attnlab {
@@ -82,12 +80,48 @@ struct LayerProbeSums {
 /// tensor when a shape disagrees (probs [B, H, T, T], the others [B, H, T], H = sums.n_head()).
 void accumulate_layer(const LayerProbeInputs& in, LayerProbeSums& sums);
 
+/// One value of a measure. None where the measure does not apply to the arm (phantom mass without a
+/// sink term, gates without a gate); NaN where it applies but nothing was averaged (e.g. the read-norm
+/// ratio at T = 1). Both are written as JSON null (common/json_number.h).
+using MeasureValue = std::optional<double>;
+
+/// A value per row of probe_measure_table() (probe_measures.h), in the table's order, looked up by
+/// measure name.
+struct MeasureValues {
+  std::vector<MeasureValue> values;  ///< one per row of probe_measure_table()
+  MeasureValues();                   ///< every value none
+  /// The value of `measure`; throws std::invalid_argument naming it (and the known names) when the
+  /// table has no such row.
+  MeasureValue& operator[](const std::string& measure);
+  const MeasureValue& operator[](const std::string& measure) const;
+};
+
+/// One layer of a probe summary.
+struct ProbeLayerSummary {
+  int64_t layer = 0;
+  /// [measures][H]: per-head means, one row per row of probe_measure_table(); empty for the rows
+  /// that are not per-head (sink_rate).
+  std::vector<std::vector<MeasureValue>> heads;
+  /// Per-head measures: the mean over the layer's heads of the finite values (NaN when none is);
+  /// sink_rate: the share of the layer's heads whose sink_score > kSinkRateThreshold.
+  MeasureValues mean;
+  /// heads[] of `measure`; throws std::invalid_argument for an unknown name or one without per-head
+  /// values (sink_rate).
+  const std::vector<MeasureValue>& head_values(const std::string& measure) const;
+};
+
+/// A probe's statistics: per layer, and for the model (per-head measures: the mean over every
+/// (layer, head) of the finite values; sink_rate: the share of every head above the threshold).
+struct ProbeSummary {
+  std::vector<ProbeLayerSummary> layers;
+  MeasureValues model;
+};
+
 /// Per (layer, head), per layer (mean over heads), model (mean over every head) and the sink rate
-/// (share of heads whose sink_score > kSinkRateThreshold) as JSON: {"layers": [{"layer", "heads":
-/// {measure: [H]}, "mean": {measure: x}, "sink_rate"}], "model": {measure: x, "sink_rate"}}.
-/// Measures an arm lacks (phantom, gate) are null. The measures and their order are
-/// probe_measure_table()'s (probe_measures.h).
-nlohmann::json probe_summary(const std::vector<LayerProbeSums>& layers, bool has_phantom, bool has_gate);
+/// (share of heads whose sink_score > kSinkRateThreshold), for an arm with (or without) a sink term
+/// and a gate: the measures it lacks are none. The measures and their order are
+/// probe_measure_table()'s (probe_measures.h); to_json (probe_result.h) writes it.
+ProbeSummary probe_summary(const std::vector<LayerProbeSums>& layers, bool has_phantom, bool has_gate);
 
 /// Which validation tokens a probe or injection reads.
 struct ProbeDataOptions {
@@ -103,7 +137,7 @@ struct ProbeDataOptions {
 /// Runs `model` (reference attention, float32, no autocast, no gradients) over `batches` and returns
 /// probe_summary() of every layer. The model's backend is set to reference for the call and restored.
 /// `progress` (optional) is told of the batches and counts each one done.
-nlohmann::json probe_model(GPTImpl& model, const std::vector<Batch>& batches, const c10::Device& device,
-                           Progress* progress = nullptr);
+ProbeSummary probe_model(GPTImpl& model, const std::vector<Batch>& batches, const c10::Device& device,
+                         Progress* progress = nullptr);
 
 }  // namespace attnlab

@@ -65,6 +65,10 @@ struct Provenance {
 /// Every field; absent optionals are null, so every command's provenance has the same keys.
 nlohmann::json to_json(const Provenance& provenance);
 
+/// Reads to_json()'s object back (a cached result's provenance). Throws std::invalid_argument naming
+/// the first key that is missing or of the wrong type.
+Provenance provenance_from_json(const nlohmann::json& j);
+
 /// A trained model ready for an analysis.
 struct TrainedRun {
   GPT model{nullptr};                ///< on `device`, eval mode, its own attention backend

@@ -52,8 +52,8 @@ void check_inject_options(const GPTImpl& model, const InjectOptions& o) {
     if (!std::isfinite(e) || e < 0) throw std::invalid_argument("eps must be finite and >= 0, got " + std::to_string(e));
 }
 
-nlohmann::json inject_model(GPTImpl& model, const std::vector<Batch>& batches, const c10::Device& device,
-                            const InjectOptions& o, Progress* progress) {
+InjectOutcome inject_model(GPTImpl& model, const std::vector<Batch>& batches, const c10::Device& device,
+                           const InjectOptions& o, Progress* progress) {
   check_inject_options(model, o);
   torch::NoGradGuard no_grad;
   const auto layers = injected_layers(model, o);
@@ -63,7 +63,7 @@ nlohmann::json inject_model(GPTImpl& model, const std::vector<Batch>& batches, c
   const double clean = loss_over(model, batches, device, nullptr, batch_index, progress);
 
   auto doses = [&](const std::set<int64_t>& layers) {
-    nlohmann::json out = nlohmann::json::array();
+    std::vector<DoseLoss> out;
     for (double eps : o.eps) {
       ForwardHooks hooks;
       hooks.edit_values = [&](int64_t layer, const at::Tensor& v) {
@@ -75,16 +75,15 @@ nlohmann::json inject_model(GPTImpl& model, const std::vector<Batch>& batches, c
                            o.cutoff);
       };
       const double loss = loss_over(model, batches, device, &hooks, batch_index, progress);
-      out.push_back({{"eps", eps}, {"loss", loss}, {"increase", loss - clean}});
+      out.push_back({eps, loss, loss - clean});
     }
     return out;
   };
 
-  nlohmann::json result = {{"clean_loss", clean}, {"layers", layers},
-                           {"doses", doses(std::set<int64_t>(layers.begin(), layers.end()))}};
+  InjectOutcome result{clean, layers, doses(std::set<int64_t>(layers.begin(), layers.end())), std::nullopt};
   if (o.per_layer) {
-    result["per_layer"] = nlohmann::json::array();
-    for (int64_t l : layers) result["per_layer"].push_back({{"layer", l}, {"doses", doses({l})}});
+    result.per_layer.emplace();
+    for (int64_t l : layers) result.per_layer->push_back({l, doses({l})});
   }
   return result;
 }

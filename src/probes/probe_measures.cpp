@@ -43,13 +43,31 @@ const std::vector<ProbeMeasure>& probe_measure_table() {
   return table;
 }
 
-const ProbeMeasure& probe_measure(const std::string& name) {
+size_t probe_measure_index(const std::string& name) {
+  const auto& table = probe_measure_table();
   std::string known;
-  for (const auto& m : probe_measure_table()) {
-    if (m.name == name) return m;
-    known += (known.empty() ? "" : ", ") + m.name;
+  for (size_t i = 0; i < table.size(); ++i) {
+    if (table[i].name == name) return i;
+    known += (known.empty() ? "" : ", ") + table[i].name;
   }
   throw std::invalid_argument("unknown probe measure '" + name + "'; known: " + known);
+}
+
+const ProbeMeasure& probe_measure(const std::string& name) { return probe_measure_table()[probe_measure_index(name)]; }
+
+MeasureValues::MeasureValues() : values(probe_measure_table().size()) {}
+
+MeasureValue& MeasureValues::operator[](const std::string& measure) { return values.at(probe_measure_index(measure)); }
+
+const MeasureValue& MeasureValues::operator[](const std::string& measure) const {
+  return values.at(probe_measure_index(measure));
+}
+
+const std::vector<MeasureValue>& ProbeLayerSummary::head_values(const std::string& measure) const {
+  const size_t i = probe_measure_index(measure);
+  if (probe_measure_table()[i].kind != ProbeMeasure::Kind::per_head)
+    throw std::invalid_argument("probe measure '" + measure + "' has no per-head values");
+  return heads.at(i);
 }
 
 }  // namespace attnlab

@@ -28,8 +28,8 @@ class ReferenceBackendScope {
 
 }  // namespace
 
-nlohmann::json probe_model(GPTImpl& model, const std::vector<Batch>& batches, const c10::Device& device,
-                           Progress* progress) {
+ProbeSummary probe_model(GPTImpl& model, const std::vector<Batch>& batches, const c10::Device& device,
+                         Progress* progress) {
   torch::NoGradGuard no_grad;
   ReferenceBackendScope reference(model);
   const auto& cfg = model.config();

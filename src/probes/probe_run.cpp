@@ -26,33 +26,26 @@ TrainedRun load_target(const ProbeSource& source, const ProbeDataOptions& data) 
   return t;
 }
 
-const std::vector<std::string>& position_conventions() {
-  static const std::vector<std::string> lines = {
+std::vector<std::string> position_conventions() {
+  return {
       "positions are the model's: for sink_token, position 0 is the learned token and the text starts at 1, so "
       "'first key' means the learned token and query 0 is the learned token's own query",
       "reads are the raw value vectors v_j of each head, before any gate; ||v_j|| is their Euclidean norm",
   };
-  return lines;
 }
 
-nlohmann::json probe_target(TrainedRun& t, Progress* progress) {
+ProbeResult probe_target(TrainedRun& t, Progress* progress) {
   t.provenance.attention = "reference backend, one layer's [B, H, T, T] probabilities at a time";
-  nlohmann::json conventions = position_conventions();
+  auto conventions = position_conventions();
   for (const auto& m : probe_measure_table()) conventions.push_back(m.definition);
   conventions.push_back("per layer: mean over heads; model: mean over every (layer, head)");
-  return {{"provenance", to_json(t.provenance)}, {"conventions", conventions},
-          {"summary", probe_model(*t.model, t.batches, t.device, progress)}};
+  return {t.provenance, conventions, probe_model(*t.model, t.batches, t.device, progress)};
 }
 
-nlohmann::json inject_options_json(const InjectOptions& options) {
-  return {{"kind", to_string(options.kind)}, {"cutoff", to_string(options.cutoff)}, {"eps", options.eps},
-          {"layers", options.layers},        {"per_layer", options.per_layer},      {"seed", options.seed}};
-}
-
-nlohmann::json inject_target(TrainedRun& t, const InjectOptions& options, Progress* progress) {
+InjectResult inject_target(TrainedRun& t, const InjectOptions& options, Progress* progress) {
   t.provenance.attention = "the model's attention backend as loaded (reference)";
   check_inject_options(*t.model, options);
-  nlohmann::json conventions = position_conventions();
+  auto conventions = position_conventions();
   for (const char* line : {
            "junk: v_j + eps * m_h * u_j on quiet reads (||v_j|| < the cutoff of that sequence and head), before any "
            "gate, in every injected layer at once; m_h = median read norm of that sequence and head",
@@ -62,30 +55,29 @@ nlohmann::json inject_target(TrainedRun& t, const InjectOptions& options, Progre
            "normalised; gaussian: a normalised standard normal vector; gate_direction: w_h / ||w_h||",
            "loss: token-weighted mean next-token cross-entropy (nats) over the N x T targets; increase = loss - clean"})
     conventions.push_back(line);
-  return {{"provenance", to_json(t.provenance)}, {"options", inject_options_json(options)}, {"conventions", conventions},
-          {"result", inject_model(*t.model, t.batches, t.device, options, progress)}};
+  return {t.provenance, options, conventions, inject_model(*t.model, t.batches, t.device, options, progress)};
 }
 
 }  // namespace
 
-nlohmann::json run_probe(const ProbeSource& source, const ProbeDataOptions& data) {
+ProbeResult run_probe(const ProbeSource& source, const ProbeDataOptions& data) {
   auto t = load_target(source, data);
   return probe_target(t, data.progress);
 }
 
-nlohmann::json run_inject(const ProbeSource& source, const ProbeDataOptions& data, const InjectOptions& options) {
+InjectResult run_inject(const ProbeSource& source, const ProbeDataOptions& data, const InjectOptions& options) {
   auto t = load_target(source, data);
   return inject_target(t, options, data.progress);
 }
 
 // The key is built from the provenance of the loaded target, so a newer checkpoint or other tokens
 // miss the cache; only the forward passes are saved.
-nlohmann::json cached_probe(const ProbeSource& source, const ProbeDataOptions& data, const std::filesystem::path& dir,
-                            bool* reused) {
+ProbeResult cached_probe(const ProbeSource& source, const ProbeDataOptions& data, const std::filesystem::path& dir,
+                         bool* reused) {
   auto t = load_target(source, data);
-  if (auto hit = read_cached(dir / "probe.json", result_key({{"provenance", to_json(t.provenance)}})); !hit.is_null()) {
+  if (auto hit = read_cached_probe(dir / "probe.json", result_key(t.provenance))) {
     if (reused) *reused = true;
-    return hit;
+    return *hit;
   }
   if (reused) *reused = false;
   auto probe = probe_target(t, data.progress);
@@ -93,14 +85,13 @@ nlohmann::json cached_probe(const ProbeSource& source, const ProbeDataOptions& d
   return probe;
 }
 
-nlohmann::json cached_inject(const ProbeSource& source, const ProbeDataOptions& data, const InjectOptions& options,
-                             const std::filesystem::path& dir, bool* reused) {
+InjectResult cached_inject(const ProbeSource& source, const ProbeDataOptions& data, const InjectOptions& options,
+                           const std::filesystem::path& dir, bool* reused) {
   auto t = load_target(source, data);
-  const auto key = result_key({{"provenance", to_json(t.provenance)}, {"options", inject_options_json(options)}});
-  const auto file = dir / ("inject_" + to_string(options.kind) + "_" + to_string(options.cutoff) + ".json");
-  if (auto hit = read_cached(file, key); !hit.is_null()) {
+  const auto file = dir / (inject_file_stem(options) + ".json");
+  if (auto hit = read_cached_inject(file, result_key(t.provenance, options))) {
     if (reused) *reused = true;
-    return hit;
+    return *hit;
   }
   if (reused) *reused = false;
   auto inject = inject_target(t, options, data.progress);

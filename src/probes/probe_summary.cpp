@@ -1,9 +1,7 @@
-// Per-head means gathered into per-layer and model summaries (JSON), and the sink rate.
+// Per-head means gathered into per-layer and model summaries, and the sink rate.
 #include <cmath>
-#include <map>
 
 #include "attnlab/probe_measures.h"
-#include "common/json_number.h"
 
 namespace attnlab {
 namespace {
@@ -32,28 +30,36 @@ std::vector<double> head_means(const LayerProbeSums& layer, const ProbeMeasure& 
 
 }  // namespace
 
-nlohmann::json probe_summary(const std::vector<LayerProbeSums>& layers, bool has_phantom, bool has_gate) {
-  nlohmann::json out = {{"layers", nlohmann::json::array()}, {"model", nlohmann::json::object()}};
-  std::map<std::string, std::vector<double>> every_head;
-  auto value = [&](const ProbeMeasure& m, double v) { return m.applies(has_phantom, has_gate) ? json_number(v) : nlohmann::json(); };
-  const auto& rate = probe_measure("sink_rate");
+ProbeSummary probe_summary(const std::vector<LayerProbeSums>& layers, bool has_phantom, bool has_gate) {
+  const auto& table = probe_measure_table();
+  auto value = [&](const ProbeMeasure& m, double v) { return m.applies(has_phantom, has_gate) ? MeasureValue(v) : std::nullopt; };
+  const size_t sink_score = probe_measure_index("sink_score");
+  ProbeSummary out;
+  std::vector<std::vector<double>> every_head(table.size());  // per measure, every (layer, head)
   for (size_t l = 0; l < layers.size(); ++l) {
-    nlohmann::json layer = {{"layer", l}, {"heads", nlohmann::json::object()}, {"mean", nlohmann::json::object()}};
-    for (const auto& m : probe_measure_table()) {
+    ProbeLayerSummary layer;
+    layer.layer = int64_t(l);
+    layer.heads.resize(table.size());
+    std::vector<double> sink_scores;
+    for (size_t i = 0; i < table.size(); ++i) {
+      const auto& m = table[i];
       if (m.kind != ProbeMeasure::Kind::per_head) continue;
       const auto heads = head_means(layers[l], m);
-      nlohmann::json row = nlohmann::json::array();
-      for (double v : heads) row.push_back(value(m, v));
-      layer["heads"][m.name] = row;
-      layer["mean"][m.name] = value(m, mean_of(heads));
-      every_head[m.name].insert(every_head[m.name].end(), heads.begin(), heads.end());
+      for (double v : heads) layer.heads[i].push_back(value(m, v));
+      layer.mean.values[i] = value(m, mean_of(heads));
+      every_head[i].insert(every_head[i].end(), heads.begin(), heads.end());
+      if (i == sink_score) sink_scores = heads;
     }
-    layer[rate.name] = value(rate, share_above(head_means(layers[l], probe_measure("sink_score")), kSinkRateThreshold));
-    out["layers"].push_back(layer);
+    for (size_t i = 0; i < table.size(); ++i)
+      if (table[i].kind == ProbeMeasure::Kind::sink_rate)
+        layer.mean.values[i] = value(table[i], share_above(sink_scores, kSinkRateThreshold));
+    out.layers.push_back(std::move(layer));
   }
-  for (const auto& m : probe_measure_table())
-    if (m.kind == ProbeMeasure::Kind::per_head) out["model"][m.name] = value(m, mean_of(every_head[m.name]));
-  out["model"][rate.name] = value(rate, share_above(every_head["sink_score"], kSinkRateThreshold));
+  for (size_t i = 0; i < table.size(); ++i) {
+    const auto& m = table[i];
+    out.model.values[i] = value(m, m.kind == ProbeMeasure::Kind::per_head ? mean_of(every_head[i])
+                                                                          : share_above(every_head[sink_score], kSinkRateThreshold));
+  }
   return out;
 }
 

@@ -1,4 +1,5 @@
 // Running (or reusing) probe and injection results for every finished run of a sweep.
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "attnlab/arm.h"
@@ -29,25 +30,24 @@ std::vector<InjectOptions> report_injections(const std::string& arm, const Probe
   return out;
 }
 
-nlohmann::json run_entry(const SweepReport& report, const RunRecord& run, const ProbeReportOptions& o) {
-  nlohmann::json entry = {{"name", run.name}, {"tier", run.tier},   {"variant", run.variant}, {"arm", run.arm},
-                          {"seed", run.seed}, {"probe", nullptr},   {"inject", nlohmann::json::array()}};
+ProbeReportRun run_entry(const SweepReport& report, const RunRecord& run, const ProbeReportOptions& o) {
+  ProbeReportRun entry{run.name, run.tier, run.variant, run.arm, run.seed, std::nullopt, {}, std::nullopt};
   const RunDir dir(report.sweep_dir / run.name);
   const ProbeSource source{dir.path(), o.data_pattern, o.device};
   int reused = 0, computed = 0;
   try {
     bool hit = false;
     if (o.probes) {
-      entry["probe"] = cached_probe(source, o.data, dir.probes_path(), &hit);
+      entry.probe = cached_probe(source, o.data, dir.probes_path(), &hit);
       (hit ? reused : computed)++;
     }
     if (o.inject)
       for (const auto& io : report_injections(run.arm, o)) {
-        entry["inject"].push_back(cached_inject(source, o.data, io, dir.probes_path(), &hit));
+        entry.inject.push_back(cached_inject(source, o.data, io, dir.probes_path(), &hit));
         (hit ? reused : computed)++;
       }
   } catch (const std::exception& e) {
-    entry["error"] = e.what();
+    entry.error = e.what();
     spdlog::warn("probes of {}: {}", run.name, e.what());
   }
   spdlog::info("probes of {}: {} computed, {} reused from {}", run.name, computed, reused, dir.probes_path().string());
@@ -56,21 +56,40 @@ nlohmann::json run_entry(const SweepReport& report, const RunRecord& run, const 
 
 }  // namespace
 
-nlohmann::json collect_probe_results(const SweepReport& report, const ProbeReportOptions& o) {
-  nlohmann::json runs = nlohmann::json::array();
+ProbeReport collect_probe_results(const SweepReport& report, const ProbeReportOptions& o) {
+  ProbeReport out{{}, o.eps, o.seed};
   if (o.progress)
     for (const auto& run : report.runs) o.progress->add_total(run.finished() ? 1 : 0);
   for (const auto& run : report.runs)
     if (run.finished()) {
-      runs.push_back(run_entry(report, run, o));
+      out.runs.push_back(run_entry(report, run, o));
       if (o.progress) o.progress->advance();
     }
+  return out;
+}
+
+nlohmann::json to_json(const ProbeReport& results) {
+  nlohmann::json runs = nlohmann::json::array();
+  for (const auto& r : results.runs) {
+    nlohmann::json inject = nlohmann::json::array();
+    for (const auto& i : r.inject) inject.push_back(to_json(i));
+    nlohmann::json entry = {{"name", r.name}, {"tier", r.tier},
+                            {"variant", r.variant}, {"arm", r.arm},
+                            {"seed", r.seed}, {"probe", r.probe ? to_json(*r.probe) : nlohmann::json()},
+                            {"inject", inject}};
+    if (r.error) entry["error"] = *r.error;
+    runs.push_back(entry);
+  }
   // The orders the plot script draws in: arms as the registry lists them, measures as the table.
   nlohmann::json arm_order = nlohmann::json::array(), measures = nlohmann::json::array();
   for (const auto& arm : all_arms()) arm_order.push_back(arm.name);
   for (const auto& m : probe_measure_table())
     measures.push_back({{"name", m.name}, {"label", m.label}, {"percent", m.percent}});
-  return {{"runs", runs}, {"eps", o.eps}, {"seed", o.seed}, {"arm_order", arm_order}, {"measures", measures}};
+  return {{"runs", runs}, {"eps", results.eps}, {"seed", results.seed}, {"arm_order", arm_order}, {"measures", measures}};
+}
+
+std::map<std::string, std::string> probe_report_files(const ProbeReport& results, bool compare_paper) {
+  return {{"probes.md", probe_tables_markdown(results, compare_paper)}, {"probes.json", to_json(results).dump(1) + "\n"}};
 }
 
 }  // namespace attnlab

@@ -15,16 +15,12 @@
 namespace attnlab {
 namespace {
 
-using Runs = std::vector<const nlohmann::json*>;
+using Runs = std::vector<const ProbeReportRun*>;
 
 // Runs by "tier" or "tier (variant)", each group's arms in SPEC section 1's order.
-std::map<std::string, std::map<std::string, Runs>> by_group_and_arm(const nlohmann::json& results) {
+std::map<std::string, std::map<std::string, Runs>> by_group_and_arm(const ProbeReport& results) {
   std::map<std::string, std::map<std::string, Runs>> out;
-  for (const auto& r : results["runs"]) {
-    const auto variant = r["variant"].get<std::string>();
-    out[r["tier"].get<std::string>() + (variant.empty() ? "" : " (" + variant + ")")][r["arm"].get<std::string>()]
-        .push_back(&r);
-  }
+  for (const auto& r : results.runs) out[r.tier + (r.variant.empty() ? "" : " (" + r.variant + ")")][r.arm].push_back(&r);
   return out;
 }
 
@@ -54,13 +50,15 @@ std::string opt_cell(const std::optional<double>& v, bool percent) {
   return percent ? fmt::format("{:.1f}%", 100 * *v) : fmt::format("{:.2f}", *v);
 }
 
-// Model-level value of `measure` over the arm's runs that have one. Throws for an unknown measure.
+// Model-level value of `measure` over the arm's runs that have a finite one. Throws for an unknown
+// measure.
 std::vector<double> model_values(const Runs& runs, const std::string& measure) {
-  probe_measure(measure);
+  const size_t i = probe_measure_index(measure);
   std::vector<double> out;
   for (const auto* r : runs) {
-    const auto& p = (*r)["probe"];
-    if (p.is_object() && p["summary"]["model"][measure].is_number()) out.push_back(p["summary"]["model"][measure].get<double>());
+    if (!r->probe) continue;
+    const auto& v = r->probe->summary.model.values[i];
+    if (v && std::isfinite(*v)) out.push_back(*v);
   }
   return out;
 }
@@ -109,10 +107,10 @@ struct DoseValues {
 DoseValues dose_values(const Runs& runs, const std::string& kind, const std::string& cutoff) {
   DoseValues v;
   for (const auto* r : runs)
-    for (const auto& inj : (*r)["inject"]) {
-      if (inj["options"]["kind"] != kind || inj["options"]["cutoff"] != cutoff) continue;
-      v.clean.push_back(inj["result"]["clean_loss"].get<double>());
-      for (const auto& d : inj["result"]["doses"]) v.increase[d["eps"].get<double>()].push_back(d["increase"].get<double>());
+    for (const auto& inj : r->inject) {
+      if (to_string(inj.options.kind) != kind || to_string(inj.options.cutoff) != cutoff) continue;
+      v.clean.push_back(inj.result.clean_loss);
+      for (const auto& d : inj.result.doses) v.increase[d.eps].push_back(d.increase);
     }
   return v;
 }
@@ -161,13 +159,13 @@ void dose_table(std::ostream& out, const std::map<std::string, Runs>& arms, cons
 
 }  // namespace
 
-std::string probe_tables_markdown(const nlohmann::json& results, bool compare_paper) {
+std::string probe_tables_markdown(const ProbeReport& results, bool compare_paper) {
   std::ostringstream out;
-  std::vector<double> eps = results.value("eps", std::vector<double>{});
+  const auto& eps = results.eps;
   for (const auto& [group, arms] : by_group_and_arm(results)) {
     bool any_probe = false, any_inject = false;
     for (const auto& [_, runs] : arms)
-      for (const auto* r : runs) any_probe |= (*r)["probe"].is_object(), any_inject |= !(*r)["inject"].empty();
+      for (const auto* r : runs) any_probe |= r->probe.has_value(), any_inject |= !r->inject.empty();
     if (any_probe) {
       out << "## Trained-model measurements, tier " << group << " (mean ± sd over seeds; model = mean over every "
           << "layer and head; first key = position 0, sink_token's learned token)\n\n";
@@ -180,8 +178,8 @@ std::string probe_tables_markdown(const nlohmann::json& results, bool compare_pa
         for (const char* kind : {"structured", "gaussian", "gate_direction"}) dose_table(out, arms, kind, cutoff, eps, compare_paper);
     }
   }
-  for (const auto& r : results["runs"])
-    if (r.contains("error")) out << "- " << r["name"].get<std::string>() << ": not probed (" << r["error"].get<std::string>() << ")\n";
+  for (const auto& r : results.runs)
+    if (r.error) out << "- " << r.name << ": not probed (" << *r.error << ")\n";
   return out.str();
 }
 

@@ -9,6 +9,7 @@
 #include "attnlab/device.h"
 #include "attnlab/shards.h"
 #include "attnlab/version.h"
+#include "common/json_field.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;
@@ -88,6 +89,33 @@ nlohmann::json to_json(const Provenance& p) {
           {"dtype", p.dtype},
           {"attention", p.attention},
           {"attnlab", p.attnlab}};
+}
+
+Provenance provenance_from_json(const nlohmann::json& j) {
+  const std::string w = "provenance";
+  Provenance p;
+  p.checkpoint = json_field<std::string>(j, "checkpoint", w);
+  p.step = json_field<int64_t>(j, "step", w);
+  p.arm = json_field<std::string>(j, "arm", w);
+  p.tier = json_optional_field<std::string>(j, "tier", w);
+  p.run_seed = json_optional_field<uint64_t>(j, "run_seed", w);
+  if (!json_field<nlohmann::json>(j, "parent", w).is_null())
+    p.parent = ParentRecord{json_field<std::string>(j["parent"], "checkpoint", w + ".parent"),
+                            json_field<int64_t>(j["parent"], "step", w + ".parent")};
+  p.data = json_field<std::string>(j, "data", w);
+  p.data_files = json_field<std::vector<std::string>>(j, "data_files", w);
+  p.sequences = json_field<int64_t>(j, "sequences", w);
+  p.length = json_field<int64_t>(j, "length", w);
+  p.batch_size = json_field<int64_t>(j, "batch_size", w);
+  p.probe_seed = json_optional_field<uint64_t>(j, "probe_seed", w);
+  p.selection = json_field<std::string>(j, "selection", w);
+  p.val_fingerprint = json_optional_field<uint64_t>(j, "val_fingerprint", w);
+  p.device = json_field<std::string>(j, "device", w);
+  p.optimizer_state = json_optional_field<bool>(j, "optimizer_state", w);
+  p.dtype = json_field<std::string>(j, "dtype", w);
+  p.attention = json_field<std::string>(j, "attention", w);
+  p.attnlab = json_field<std::string>(j, "attnlab", w);
+  return p;
 }
 
 const RunConfig& TrainedRun::run_config() const {

@@ -161,11 +161,12 @@ TEST(InjectModel, EpsZeroGivesTheCleanLossBitForBitAndDosesHurt) {
   o.eps = {0.0, 1.6};
   o.per_layer = true;
   const auto r = inject_model(*model, batches(), torch::kCPU, o);
-  EXPECT_EQ(r["doses"][0]["loss"].get<double>(), r["clean_loss"].get<double>());
-  EXPECT_EQ(r["doses"][0]["increase"].get<double>(), 0.0);
-  EXPECT_NE(r["doses"][1]["loss"].get<double>(), r["clean_loss"].get<double>());
-  ASSERT_EQ(r["per_layer"].size(), 2u);
-  EXPECT_EQ(r["per_layer"][1]["doses"][0]["loss"].get<double>(), r["clean_loss"].get<double>());
+  EXPECT_EQ(r.doses[0].loss, r.clean_loss);
+  EXPECT_EQ(r.doses[0].increase, 0.0);
+  EXPECT_NE(r.doses[1].loss, r.clean_loss);
+  ASSERT_TRUE(r.per_layer.has_value());
+  ASSERT_EQ(r.per_layer->size(), 2u);
+  EXPECT_EQ((*r.per_layer)[1].doses[0].loss, r.clean_loss);
 }
 
 TEST(InjectModel, CleanLossIsTheTokenWeightedMean) {
@@ -183,7 +184,7 @@ TEST(InjectModel, CleanLossIsTheTokenWeightedMean) {
   }
   InjectOptions o;
   o.eps = {0.2};
-  EXPECT_NEAR(inject_model(*model, bs, torch::kCPU, o)["clean_loss"].get<double>(), total / double(n), 1e-5);
+  EXPECT_NEAR(inject_model(*model, bs, torch::kCPU, o).clean_loss, total / double(n), 1e-5);
 }
 
 TEST(InjectModel, BadOptionsAreClearErrors) {

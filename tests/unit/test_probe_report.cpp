@@ -4,34 +4,43 @@
 
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "attnlab/probe_report.h"
 #include "unit/shard_files.h"
 
 namespace attnlab {
 namespace {
 
-nlohmann::json probe_with(double first_key_mass, double exposure) {
-  return {{"summary", {{"model", {{"first_key_mass", first_key_mass}, {"sink_rate", 0.0}, {"read_norm_ratio", 0.5},
-                                  {"phantom_mass", nullptr}, {"exposure", exposure}, {"gate_mean", nullptr},
-                                  {"gate_closed_share", nullptr}}}}}};
+ProbeResult probe_with(double first_key_mass, double exposure) {
+  ProbeResult p;  // phantom mass and gates stay none, as for an arm without them
+  p.summary.model["first_key_mass"] = first_key_mass;
+  p.summary.model["sink_rate"] = 0.0;
+  p.summary.model["read_norm_ratio"] = 0.5;
+  p.summary.model["exposure"] = exposure;
+  return p;
 }
 
-nlohmann::json inject_with(double clean, double increase) {
-  return {{"options", {{"kind", "structured"}, {"cutoff", "p25"}}},
-          {"result", {{"clean_loss", clean},
-                      {"doses", nlohmann::json::array({{{"eps", 0.4}, {"loss", clean + increase}, {"increase", increase}}})}}}};
+InjectResult inject_with(double clean, double increase) {
+  InjectResult r;
+  r.options.kind = JunkKind::structured;
+  r.options.cutoff = QuietCutoff::p25;
+  r.result.clean_loss = clean;
+  r.result.doses = {{0.4, clean + increase, increase}};
+  return r;
 }
 
-nlohmann::json run(const std::string& arm, int seed, double fk, double exposure, double increase) {
-  return {{"name", "micro/" + arm + "/s" + std::to_string(seed)}, {"tier", "micro"}, {"variant", ""}, {"arm", arm},
-          {"seed", seed}, {"probe", probe_with(fk, exposure)}, {"inject", nlohmann::json::array({inject_with(4.0, increase)})}};
+ProbeReportRun run(const std::string& arm, int seed, double fk, double exposure, double increase) {
+  return {"micro/" + arm + "/s" + std::to_string(seed), "micro", "", arm, uint64_t(seed), probe_with(fk, exposure),
+          {inject_with(4.0, increase)}, std::nullopt};
 }
 
 TEST(ProbeTables, MeansAndSdsOverSeedsPerArm) {
   // baseline: first-key mass 2% and 4% -> 3.00% ± 1.41%; increases 0.01 and 0.03 -> +0.0200 ± 0.0141.
-  const nlohmann::json results = {{"eps", nlohmann::json::array({0.4})},
-                                  {"runs", nlohmann::json::array({run("baseline", 1, 0.02, 0.2, 0.01), run("baseline", 2, 0.04, 0.3, 0.03),
-                                            run("sink_logit", 1, 0.005, 0.1, -0.002)})}};
+  const ProbeReport results{
+      {run("baseline", 1, 0.02, 0.2, 0.01), run("baseline", 2, 0.04, 0.3, 0.03), run("sink_logit", 1, 0.005, 0.1, -0.002)},
+      {0.4},
+      0};
   const auto md = probe_tables_markdown(results, false);
   EXPECT_NE(md.find("| baseline | 3.00% ± 1.41% | 0.00% ± 0.00% | 0.500 ± 0.000 | - | 25.00% ± 7.07% | - | - | 2 |"),
             std::string::npos)
@@ -46,31 +55,40 @@ TEST(ProbeTables, MeansAndSdsOverSeedsPerArm) {
 }
 
 TEST(ProbeTables, ARunThatFailedIsListedWithItsError) {
-  nlohmann::json r = run("baseline", 1, 0.02, 0.2, 0.01);
-  r["probe"] = nullptr;
-  r["inject"] = nlohmann::json::array();
-  r["error"] = "no checkpoint";
-  const auto md = probe_tables_markdown({{"eps", nlohmann::json::array({0.4})}, {"runs", nlohmann::json::array({r})}}, false);
+  auto r = run("baseline", 1, 0.02, 0.2, 0.01);
+  r.probe.reset();
+  r.inject.clear();
+  r.error = "no checkpoint";
+  const auto md = probe_tables_markdown({{r}, {0.4}, 0}, false);
   EXPECT_NE(md.find("micro/baseline/s1: not probed (no checkpoint)"), std::string::npos) << md;
 }
 
 TEST(ProbeCache, ReusedOnlyWhenTheKeyMatches) {
   testing::TempDir tmp;
-  const nlohmann::json result = {
-      {"provenance", {{"checkpoint", "/r/checkpoints/step_000300"}, {"step", 300}, {"data", "v*.bin"}, {"sequences", 16},
-                      {"length", 256}, {"batch_size", 8}, {"probe_seed", nullptr}, {"device", "cpu"}}},
-      {"options", {{"kind", "gaussian"}, {"eps", nlohmann::json::array({0.4})}}}};
-  std::ofstream(tmp.file("x.json")) << result.dump();
+  InjectResult result = inject_with(4.0, 0.01);
+  auto& p = result.provenance;
+  p.checkpoint = "/r/checkpoints/step_000300", p.step = 300, p.arm = "baseline", p.data = "v*.bin";
+  p.sequences = 16, p.length = 256, p.batch_size = 8, p.device = "cpu";
+  result.options.kind = JunkKind::gaussian;
+  result.options.eps = {0.4};
+  std::ofstream(tmp.file("x.json")) << to_json(result).dump();
   auto key = result_key(result);
-  EXPECT_EQ(read_cached(tmp.file("x.json"), key), result);
+  const auto hit = read_cached_inject(tmp.file("x.json"), key);
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(to_json(*hit), to_json(result));
   key["step"] = 400;  // a newer checkpoint
-  EXPECT_TRUE(read_cached(tmp.file("x.json"), key).is_null());
+  EXPECT_FALSE(read_cached_inject(tmp.file("x.json"), key).has_value());
   key = result_key(result);
   key["options"]["eps"] = nlohmann::json::array({0.8});
-  EXPECT_TRUE(read_cached(tmp.file("x.json"), key).is_null());
-  EXPECT_TRUE(read_cached(tmp.file("missing.json"), result_key(result)).is_null());
+  EXPECT_FALSE(read_cached_inject(tmp.file("x.json"), key).has_value());
+  EXPECT_FALSE(read_cached_inject(tmp.file("missing.json"), result_key(result)).has_value());
   std::ofstream(tmp.file("bad.json")) << "{not json";
-  EXPECT_TRUE(read_cached(tmp.file("bad.json"), result_key(result)).is_null());
+  EXPECT_FALSE(read_cached_inject(tmp.file("bad.json"), result_key(result)).has_value());
+  // A file whose key matches but that does not read back (here: no result) is computed again.
+  auto partial = to_json(result);
+  partial.erase("result");
+  std::ofstream(tmp.file("partial.json")) << partial.dump();
+  EXPECT_FALSE(read_cached_inject(tmp.file("partial.json"), result_key(result)).has_value());
 }
 
 }  // namespace

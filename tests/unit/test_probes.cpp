@@ -152,10 +152,10 @@ TEST(ProbeSummary, SinkRateCountsHeadsAboveThreshold) {
   LayerProbeSums layer(4);
   for (int64_t h = 0; h < 4; ++h) layer.sink_score.add(h, h == 0 ? 0.9 : (h == 1 ? 0.31 : 0.3), 1.0);
   const auto s = probe_summary({layer}, false, false);
-  EXPECT_DOUBLE_EQ(s["layers"][0]["sink_rate"].get<double>(), 0.5);  // 0.3 itself is not above
-  EXPECT_DOUBLE_EQ(s["model"]["sink_rate"].get<double>(), 0.5);
-  EXPECT_TRUE(s["model"]["phantom_mass"].is_null());
-  EXPECT_TRUE(s["layers"][0]["mean"]["gate_mean"].is_null());
+  EXPECT_DOUBLE_EQ(s.layers[0].mean["sink_rate"].value(), 0.5);  // 0.3 itself is not above
+  EXPECT_DOUBLE_EQ(s.model["sink_rate"].value(), 0.5);
+  EXPECT_FALSE(s.model["phantom_mass"].has_value());
+  EXPECT_FALSE(s.layers[0].mean["gate_mean"].has_value());
 }
 
 // A tiny model whose queries are all zero: every score is 0, so attention is uniform over the keys
@@ -194,19 +194,19 @@ TEST(ProbeModel, ZeroQueriesGiveTheClosedFormsThroughTheModel) {
   phantom /= double(T);
   for (int64_t l = 0; l < 2; ++l)
     for (int64_t h = 0; h < 2; ++h) {
-      EXPECT_NEAR(base["layers"][l]["heads"]["first_key_mass"][h].get<double>(), mean_inverse(1, T), 1e-6);
-      EXPECT_TRUE(base["layers"][l]["heads"]["phantom_mass"][h].is_null());
-      EXPECT_NEAR(sink["layers"][l]["heads"]["first_key_mass"][h].get<double>(), mean_inverse(1, T, eb), 1e-6);
-      EXPECT_NEAR(sink["layers"][l]["heads"]["phantom_mass"][h].get<double>(), phantom, 1e-6);
+      EXPECT_NEAR(base.layers[l].head_values("first_key_mass")[h].value(), mean_inverse(1, T), 1e-6);
+      EXPECT_FALSE(base.layers[l].head_values("phantom_mass")[h].has_value());
+      EXPECT_NEAR(sink.layers[l].head_values("first_key_mass")[h].value(), mean_inverse(1, T, eb), 1e-6);
+      EXPECT_NEAR(sink.layers[l].head_values("phantom_mass")[h].value(), phantom, 1e-6);
     }
-  EXPECT_NEAR(sink["model"]["phantom_mass"].get<double>(), phantom, 1e-6);
+  EXPECT_NEAR(sink.model["phantom_mass"].value(), phantom, 1e-6);
 }
 
 TEST(ProbeModel, SinkTokenFirstKeyIsTheLearnedToken) {
   torch::manual_seed(2);
   const int64_t T = 6;  // T + 1 model positions: query i >= 1 sees i + 1 keys
   auto r = probe_model(*zero_query_model("sink_token", 0), random_batches(1, 2, T), torch::kCPU);
-  EXPECT_NEAR(r["model"]["first_key_mass"].get<double>(), mean_inverse(1, T + 1), 1e-6);
+  EXPECT_NEAR(r.model["first_key_mass"].value(), mean_inverse(1, T + 1), 1e-6);
 }
 
 TEST(ProbeModel, GatedArmReportsItsGates) {
@@ -214,8 +214,8 @@ TEST(ProbeModel, GatedArmReportsItsGates) {
   auto model = zero_query_model("proj_gate", 0);  // w_h = 0, c_h = 4 at init: g = sigmoid(4)
   model->set_attention_backend(AttentionBackend::fused);
   auto r = probe_model(*model, random_batches(1, 2, 5), torch::kCPU);
-  EXPECT_NEAR(r["model"]["gate_mean"].get<double>(), 1.0 / (1.0 + std::exp(-4.0)), 1e-6);
-  EXPECT_DOUBLE_EQ(r["model"]["gate_closed_share"].get<double>(), 0.0);
+  EXPECT_NEAR(r.model["gate_mean"].value(), 1.0 / (1.0 + std::exp(-4.0)), 1e-6);
+  EXPECT_DOUBLE_EQ(r.model["gate_closed_share"].value(), 0.0);
   EXPECT_EQ(model->h[0]->as<Block>()->attn->backend, AttentionBackend::fused);  // put back
 }
 
@@ -239,21 +239,21 @@ TEST_P(EveryArmProbe, ClosedFormsFromTheArmsFeatures) {
   }
   const int64_t T = 7, positions = T + (arm.sink_token ? 1 : 0);
   const double eb = arm.sink == SinkKind::none ? 0.0 : std::exp(b);
-  const auto r = probe_model(*model, random_batches(1, 2, T), torch::kCPU)["model"];
-  EXPECT_NEAR(r["first_key_mass"].get<double>(), mean_inverse(1, positions, eb), 1e-6);
+  const auto r = probe_model(*model, random_batches(1, 2, T), torch::kCPU).model;
+  EXPECT_NEAR(r["first_key_mass"].value(), mean_inverse(1, positions, eb), 1e-6);
   if (arm.sink == SinkKind::none) {
-    EXPECT_TRUE(r["phantom_mass"].is_null());
+    EXPECT_FALSE(r["phantom_mass"].has_value());
   } else {
     double phantom = 0;
     for (int64_t i = 0; i < positions; ++i) phantom += eb / (eb + double(i + 1));
-    EXPECT_NEAR(r["phantom_mass"].get<double>(), phantom / double(positions), 1e-6);
+    EXPECT_NEAR(r["phantom_mass"].value(), phantom / double(positions), 1e-6);
   }
   if (arm.gate == GateKind::none) {
-    EXPECT_TRUE(r["gate_mean"].is_null());
-    EXPECT_TRUE(r["gate_closed_share"].is_null());
+    EXPECT_FALSE(r["gate_mean"].has_value());
+    EXPECT_FALSE(r["gate_closed_share"].has_value());
   } else {
-    EXPECT_NEAR(r["gate_mean"].get<double>(), 1.0, 1e-6);
-    EXPECT_DOUBLE_EQ(r["gate_closed_share"].get<double>(), 0.0);
+    EXPECT_NEAR(r["gate_mean"].value(), 1.0, 1e-6);
+    EXPECT_DOUBLE_EQ(r["gate_closed_share"].value(), 0.0);
   }
 }
 

@@ -130,11 +130,7 @@ void add_inject_command(CLI::App& app) {
     o.seed = args->seed;
     Progress progress("inject " + args->checkpoint, "forward passes", progress_wanted(args->quiet));
     const auto inject = run_inject(source_of(*args), data_of(*args, progress), o);
-    const auto files = inject_files(inject);
-    std::string md;
-    for (const auto& [name, text] : files)
-      if (name.size() > 3 && name.substr(name.size() - 3) == ".md") md = name;
-    write_and_print(out_dir(*args), files, md);
+    write_and_print(out_dir(*args), inject_files(inject), inject_file_stem(o) + ".md");
   });
 }
 

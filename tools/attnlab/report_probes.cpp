@@ -35,20 +35,20 @@ void run_probe_report(const SweepReport& report, const ProbeReportOptions& optio
   auto o = options;
   o.progress = &progress;
   const auto results = collect_probe_results(report, o);
-  const auto markdown = probe_tables_markdown(results, report.compare_paper);
-  write_outputs(out, {{"probes.md", markdown}, {"probes.json", results.dump(1) + "\n"}});
-  std::cout << "\n" << markdown;
+  const auto files = probe_report_files(results, report.compare_paper);
+  write_outputs(out, files);
+  std::cout << "\n" << files.at("probes.md");
   std::cout.flush();
   std::cerr << fmt::format("attnlab report: wrote probes.md and probes.json to {}\n", out.string());
   if (plots) draw_plots(python, "", "plot_probes.py", out / "probes.json", out);
   // A run that could not be probed is in the tables as such; the exit status says so too.
   int failed = 0;
   std::string first;
-  for (const auto& run : results["runs"])
-    if (run.contains("error") && failed++ == 0) first = run["name"].get<std::string>() + ": " + run["error"].get<std::string>();
+  for (const auto& run : results.runs)
+    if (run.error && failed++ == 0) first = run.name + ": " + *run.error;
   if (failed > 0)
     throw std::runtime_error(fmt::format("probes failed for {} of {} finished runs (first: {})", failed,
-                                         results["runs"].size(), first));
+                                         results.runs.size(), first));
 }
 
 }  // namespace attnlab::cli

@@ -1,0 +1,67 @@
+// The documents `attnlab probe` and `attnlab inject` produce: typed results with their provenance
+// and conventions, and their JSON form (probe.json, inject_<kind>_<cutoff>.json; docs/probes.md).
+// Everything else (the files' CSV and Markdown, the cache, the report) reads the typed values; JSON
+// is made and read here only.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "attnlab/injection.h"
+#include "attnlab/probes.h"
+#include "attnlab/trained_run.h"
+
+namespace attnlab {
+
+/// probe_model() of a trained run.
+struct ProbeResult {
+  Provenance provenance;
+  std::vector<std::string> conventions;  ///< one line each: positions, reads, every measure's definition
+  ProbeSummary summary;
+};
+
+/// inject_model() of a trained run.
+struct InjectResult {
+  Provenance provenance;
+  InjectOptions options;
+  std::vector<std::string> conventions;  ///< one line each: positions, reads, junk, draws, loss
+  InjectOutcome result;
+};
+
+/// {"layers": [{"layer", "heads": {measure: [H]}, "mean": {measure: x}, "sink_rate"}], "model":
+/// {measure: x, "sink_rate"}}: the per-head measures of probe_measure_table() under "heads" and
+/// "mean", every measure under "model". A none value, a NaN and an infinity are null.
+nlohmann::json to_json(const ProbeSummary& summary);
+
+/// Reads to_json()'s object back for an arm with (or without) a sink term and a gate: null is none
+/// for a measure the arm lacks (ProbeMeasure::applies) and NaN for one it has. Throws
+/// std::invalid_argument naming the key when one is missing or of the wrong type, a measure name is
+/// not in probe_measure_table(), a measure the arm lacks holds a number, or a layer's heads disagree
+/// in number.
+ProbeSummary probe_summary_from_json(const nlohmann::json& j, bool has_sink, bool has_gate);
+
+/// {"kind", "cutoff", "eps", "layers", "per_layer", "seed"}.
+nlohmann::json to_json(const InjectOptions& options);
+/// Reads it back; throws std::invalid_argument naming the key (or the unknown kind / cutoff).
+InjectOptions inject_options_from_json(const nlohmann::json& j);
+
+/// {"clean_loss", "layers", "doses": [{"eps", "loss", "increase"}], "per_layer": [{"layer", "doses"}]
+/// (only when measured)}; a NaN or infinite loss is null.
+nlohmann::json to_json(const InjectOutcome& outcome);
+/// Reads it back (null losses as NaN); throws std::invalid_argument naming the key.
+InjectOutcome inject_outcome_from_json(const nlohmann::json& j);
+
+/// {"provenance", "conventions", "summary"}: probe.json.
+nlohmann::json to_json(const ProbeResult& probe);
+/// Reads probe.json back; the arm's features (sink term, gate) come from the arm registry by
+/// provenance.arm. Throws std::invalid_argument naming the key or the unknown arm.
+ProbeResult probe_result_from_json(const nlohmann::json& j);
+
+/// {"provenance", "options", "conventions", "result"}: inject_<kind>_<cutoff>.json.
+nlohmann::json to_json(const InjectResult& inject);
+/// Reads it back; throws std::invalid_argument naming the key.
+InjectResult inject_result_from_json(const nlohmann::json& j);
+
+}  // namespace attnlab

@@ -1,0 +1,201 @@
+// Probe and injection results as JSON and back: the only place their documents are made or read.
+#include "attnlab/probe_result.h"
+
+#include <nlohmann/json.hpp>
+
+#include <stdexcept>
+
+#include "attnlab/arm.h"
+#include "attnlab/probe_measures.h"
+#include "common/json_field.h"
+#include "common/json_number.h"
+
+namespace attnlab {
+namespace {
+
+using nlohmann::json;
+
+bool per_head(const ProbeMeasure& m) { return m.kind == ProbeMeasure::Kind::per_head; }
+
+// A measure's value as written: null where the arm lacks it; a number, or null for NaN, where it has it.
+MeasureValue read_value(const ProbeMeasure& m, const json& v, bool has_sink, bool has_gate, const std::string& where) {
+  if (m.applies(has_sink, has_gate)) return number_or_nan(v, where);
+  if (!v.is_null()) throw std::invalid_argument(where + " holds " + v.dump() + ", but the arm has no " + m.name);
+  return std::nullopt;
+}
+
+// Every key of `obj` names a measure of the table, and every measure `wanted` is there.
+void check_measure_keys(const json& obj, bool per_head_only, const std::string& where) {
+  if (!obj.is_object()) throw std::invalid_argument(where + " is not a JSON object");
+  for (const auto& item : obj.items()) {
+    const ProbeMeasure* m = nullptr;
+    try {
+      m = &probe_measure(item.key());
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(where + "." + item.key() + " is not a measure: " + e.what());
+    }
+    if (per_head_only && !per_head(*m)) throw std::invalid_argument(where + "." + item.key() + " has no per-head values");
+  }
+  for (const auto& m : probe_measure_table())
+    if ((!per_head_only || per_head(m)) && !obj.contains(m.name))
+      throw std::invalid_argument(where + " lacks \"" + m.name + "\"");
+}
+
+ProbeLayerSummary read_layer(const json& j, bool has_sink, bool has_gate, const std::string& where) {
+  const auto& table = probe_measure_table();
+  ProbeLayerSummary layer;
+  layer.layer = json_field<int64_t>(j, "layer", where);
+  const auto heads = json_field<json>(j, "heads", where);
+  const auto mean = json_field<json>(j, "mean", where);
+  check_measure_keys(heads, true, where + ".heads");
+  check_measure_keys(mean, true, where + ".mean");
+  layer.heads.resize(table.size());
+  size_t n_head = 0;
+  for (size_t i = 0; i < table.size(); ++i) {
+    const auto& m = table[i];
+    const std::string at = where + ".heads." + m.name;
+    if (!per_head(m)) {
+      layer.mean.values[i] = read_value(m, json_field<json>(j, m.name, where), has_sink, has_gate, where + "." + m.name);
+      continue;
+    }
+    const auto& row = heads.at(m.name);
+    if (!row.is_array()) throw std::invalid_argument(at + " is not an array");
+    if (n_head == 0) n_head = row.size();
+    if (row.size() != n_head)
+      throw std::invalid_argument(at + " holds " + std::to_string(row.size()) + " heads, not " + std::to_string(n_head));
+    for (size_t h = 0; h < row.size(); ++h)
+      layer.heads[i].push_back(read_value(m, row[h], has_sink, has_gate, at + "[" + std::to_string(h) + "]"));
+    layer.mean.values[i] = read_value(m, mean.at(m.name), has_sink, has_gate, where + ".mean." + m.name);
+  }
+  return layer;
+}
+
+json doses_json(const std::vector<DoseLoss>& doses) {
+  json out = json::array();
+  for (const auto& d : doses)
+    out.push_back({{"eps", json_number(d.eps)}, {"loss", json_number(d.loss)}, {"increase", json_number(d.increase)}});
+  return out;
+}
+
+std::vector<DoseLoss> read_doses(const json& j, const std::string& where) {
+  if (!j.is_array()) throw std::invalid_argument(where + " is not an array");
+  std::vector<DoseLoss> out;
+  for (size_t k = 0; k < j.size(); ++k) {
+    const std::string at = where + "[" + std::to_string(k) + "]";
+    out.push_back({json_field<double>(j[k], "eps", at), number_or_nan(json_field<json>(j[k], "loss", at), at + ".loss"),
+                   number_or_nan(json_field<json>(j[k], "increase", at), at + ".increase")});
+  }
+  return out;
+}
+
+}  // namespace
+
+json to_json(const ProbeSummary& s) {
+  const auto& table = probe_measure_table();
+  json out = {{"layers", json::array()}, {"model", json::object()}};
+  for (const auto& layer : s.layers) {
+    json l = {{"layer", layer.layer}, {"heads", json::object()}, {"mean", json::object()}};
+    for (size_t i = 0; i < table.size(); ++i) {
+      if (!per_head(table[i])) {
+        l[table[i].name] = json_number(layer.mean.values[i]);
+        continue;
+      }
+      json row = json::array();
+      for (const auto& v : layer.heads[i]) row.push_back(json_number(v));
+      l["heads"][table[i].name] = row;
+      l["mean"][table[i].name] = json_number(layer.mean.values[i]);
+    }
+    out["layers"].push_back(l);
+  }
+  for (size_t i = 0; i < table.size(); ++i) out["model"][table[i].name] = json_number(s.model.values[i]);
+  return out;
+}
+
+ProbeSummary probe_summary_from_json(const json& j, bool has_sink, bool has_gate) {
+  const auto& table = probe_measure_table();
+  ProbeSummary s;
+  const auto layers = json_field<json>(j, "layers", "summary");
+  if (!layers.is_array()) throw std::invalid_argument("summary.layers is not an array");
+  for (size_t l = 0; l < layers.size(); ++l)
+    s.layers.push_back(read_layer(layers[l], has_sink, has_gate, "summary.layers[" + std::to_string(l) + "]"));
+  const auto model = json_field<json>(j, "model", "summary");
+  check_measure_keys(model, false, "summary.model");
+  for (size_t i = 0; i < table.size(); ++i)
+    s.model.values[i] = read_value(table[i], model.at(table[i].name), has_sink, has_gate, "summary.model." + table[i].name);
+  return s;
+}
+
+json to_json(const InjectOptions& o) {
+  return {{"kind", to_string(o.kind)}, {"cutoff", to_string(o.cutoff)}, {"eps", o.eps},
+          {"layers", o.layers},        {"per_layer", o.per_layer},      {"seed", o.seed}};
+}
+
+InjectOptions inject_options_from_json(const json& j) {
+  const std::string w = "options";
+  InjectOptions o;
+  o.kind = parse_junk_kind(json_field<std::string>(j, "kind", w));
+  o.cutoff = parse_quiet_cutoff(json_field<std::string>(j, "cutoff", w));
+  o.eps = json_field<std::vector<double>>(j, "eps", w);
+  o.layers = json_field<std::vector<int64_t>>(j, "layers", w);
+  o.per_layer = json_field<bool>(j, "per_layer", w);
+  o.seed = json_field<uint64_t>(j, "seed", w);
+  return o;
+}
+
+json to_json(const InjectOutcome& r) {
+  json out = {{"clean_loss", json_number(r.clean_loss)}, {"layers", r.layers}, {"doses", doses_json(r.doses)}};
+  if (r.per_layer) {
+    out["per_layer"] = json::array();
+    for (const auto& pl : *r.per_layer) out["per_layer"].push_back({{"layer", pl.layer}, {"doses", doses_json(pl.doses)}});
+  }
+  return out;
+}
+
+InjectOutcome inject_outcome_from_json(const json& j) {
+  const std::string w = "result";
+  InjectOutcome r;
+  r.clean_loss = number_or_nan(json_field<json>(j, "clean_loss", w), w + ".clean_loss");
+  r.layers = json_field<std::vector<int64_t>>(j, "layers", w);
+  r.doses = read_doses(json_field<json>(j, "doses", w), w + ".doses");
+  if (j.contains("per_layer")) {
+    const auto& per_layer = j["per_layer"];
+    if (!per_layer.is_array()) throw std::invalid_argument("result.per_layer is not an array");
+    r.per_layer.emplace();
+    for (size_t k = 0; k < per_layer.size(); ++k) {
+      const std::string at = w + ".per_layer[" + std::to_string(k) + "]";
+      r.per_layer->push_back(
+          {json_field<int64_t>(per_layer[k], "layer", at), read_doses(json_field<json>(per_layer[k], "doses", at), at + ".doses")});
+    }
+  }
+  return r;
+}
+
+json to_json(const ProbeResult& p) {
+  return {{"provenance", to_json(p.provenance)}, {"conventions", p.conventions}, {"summary", to_json(p.summary)}};
+}
+
+ProbeResult probe_result_from_json(const json& j) {
+  ProbeResult p;
+  p.provenance = provenance_from_json(json_field<json>(j, "provenance", "probe result"));
+  p.conventions = json_field<std::vector<std::string>>(j, "conventions", "probe result");
+  const auto& arm = arm_by_name(p.provenance.arm);
+  p.summary = probe_summary_from_json(json_field<json>(j, "summary", "probe result"), arm.sink != SinkKind::none,
+                                      arm.gate != GateKind::none);
+  return p;
+}
+
+json to_json(const InjectResult& r) {
+  return {{"provenance", to_json(r.provenance)}, {"options", to_json(r.options)}, {"conventions", r.conventions},
+          {"result", to_json(r.result)}};
+}
+
+InjectResult inject_result_from_json(const json& j) {
+  InjectResult r;
+  r.provenance = provenance_from_json(json_field<json>(j, "provenance", "injection result"));
+  r.options = inject_options_from_json(json_field<json>(j, "options", "injection result"));
+  r.conventions = json_field<std::vector<std::string>>(j, "conventions", "injection result");
+  r.result = inject_outcome_from_json(json_field<json>(j, "result", "injection result"));
+  return r;
+}
+
+}  // namespace attnlab

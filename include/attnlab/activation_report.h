@@ -84,4 +84,14 @@ nlohmann::json activations_json(const ActivationsReport& report);
 /// "lock_in.csv", "spearman.csv", "seed_overlap.csv".
 std::map<std::string, std::string> activations_csv(const ActivationsReport& report);
 
+/// Every file of `attnlab activations` by name: activations_csv() and "activations.json"
+/// (activations_json(), indented by one space, newline-terminated).
+std::map<std::string, std::string> activations_files(const ActivationsReport& report);
+
+/// The Markdown table `attnlab activations` prints: one row per run and layer with the final
+/// checkpoint's sink and peak states (max |x_c|, argmax, max / median, massive or not), the lock-in
+/// step and Spearman's rho of the first checkpoint with the final ranking; then one line per seed
+/// pair with its per-layer Jaccard overlap of the top-k sink channels.
+std::string activations_summary_markdown(const ActivationsReport& report);
+
 }  // namespace attnlab

@@ -102,5 +102,8 @@ nlohmann::json wd_json(const WdReport& report);
 std::map<std::string, std::string> wd_csv(const WdReport& report);
 /// Two Markdown tables: the runs, then the fits.
 std::string wd_markdown(const WdReport& report);
+/// Every file of `attnlab report --wd` by name: wd_csv(), "wd.md" (wd_markdown()) and "wd.json"
+/// (wd_json(), indented by one space, newline-terminated).
+std::map<std::string, std::string> wd_files(const WdReport& report);
 
 }  // namespace attnlab

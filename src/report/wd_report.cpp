@@ -168,4 +168,11 @@ std::string wd_markdown(const WdReport& report) {
   return out.str();
 }
 
+std::map<std::string, std::string> wd_files(const WdReport& report) {
+  auto files = wd_csv(report);
+  files["wd.md"] = wd_markdown(report);
+  files["wd.json"] = wd_json(report).dump(1) + "\n";
+  return files;
+}
+
 }  // namespace attnlab

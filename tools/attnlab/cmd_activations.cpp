@@ -4,7 +4,6 @@
 #include <memory>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "attnlab/activation_report.h"
 #include "attnlab/progress.h"
@@ -13,33 +12,7 @@
 #include "plot_paths.h"
 
 namespace attnlab::cli {
-namespace {
 namespace fs = std::filesystem;
-
-// One line per run and layer: the final checkpoint's sink and peak states, and the lock-in step.
-void print_summary(const ActivationsReport& report) {
-  std::cout << "| run | layer | sink max | argmax | ratio | massive | lock-in step | rho(first ckpt) | peak max | at (seq, pos) |\n"
-               "|---|---|---|---|---|---|---|---|---|---|\n";
-  for (const auto& run : report.runs) {
-    const auto& final_layers = run.checkpoints.back().capture.layers;
-    for (const auto& a : final_layers) {
-      const auto& lock = run.lock_in[a.layer];
-      std::cout << fmt::format("| {} | {} | {:.3g} | {} | {:.3g} | {} | {} | {:.3f} | {:.3g} | ({}, {}) |\n",
-                               run.dir.string(), a.layer,
-                               a.sink.max_abs, a.sink.argmax, a.sink.ratio, a.sink.massive ? "yes" : "no",
-                               lock ? std::to_string(*lock) : "-", run.spearman_final[a.layer].front(), a.peak.max_abs,
-                               a.peak_sequence, a.peak_position);
-    }
-  }
-  for (const auto& o : report.overlaps) {
-    std::cout << fmt::format("seeds {} and {} of {} / {}: Jaccard of top-{} sink channels per layer:", o.seed_a,
-                             o.seed_b, o.tier, o.arm, report.options.top_k);
-    for (double j : o.jaccard) std::cout << fmt::format(" {:.2f}", j);
-    std::cout << "\n";
-  }
-}
-
-}  // namespace
 
 void add_activations_command(CLI::App& app) {
   struct Args {
@@ -83,10 +56,8 @@ void add_activations_command(CLI::App& app) {
     scan.progress = &progress;
     const auto report = activations_report(dirs, scan);
     const fs::path out(args->out);
-    auto files = activations_csv(report);
-    files["activations.json"] = activations_json(report).dump(1) + "\n";
-    write_outputs(out, files);
-    print_summary(report);
+    write_outputs(out, activations_files(report));
+    std::cout << activations_summary_markdown(report);
     std::cout.flush();
     std::cerr << fmt::format("attnlab activations: wrote activations.json and CSV files to {}\n", out.string());
     if (args->plots) draw_plots(args->python, args->plot_script, "plot_activations.py", out / "activations.json", out);

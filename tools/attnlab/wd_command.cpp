@@ -4,7 +4,6 @@
 #include <iostream>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "attnlab/run_dir.h"
 #include "attnlab/wd_report.h"
@@ -15,12 +14,9 @@ namespace fs = std::filesystem;
 
 void run_wd_report(const fs::path& sweep_dir, const fs::path& out, bool plots, const std::string& python) {
   const auto report = build_wd_report(sweep_dir);
-  const auto markdown = wd_markdown(report);
-  auto files = wd_csv(report);
-  files["wd.md"] = markdown;
-  files["wd.json"] = wd_json(report).dump(1) + "\n";
+  const auto files = wd_files(report);
   write_outputs(out, files);
-  std::cout << markdown;
+  std::cout << files.at("wd.md");
   std::cout.flush();
   std::cerr << fmt::format("attnlab report --wd: wrote wd.md, wd.json, wd_runs.csv and wd_fits.csv to {}\n", out.string());
   if (plots) draw_plots(python, "", "plot_activations.py", out / "wd.json", out);

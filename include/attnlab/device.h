@@ -7,9 +7,10 @@
 
 namespace attnlab {
 
-/// "auto" -> CUDA when available else CPU; "cpu"; "cuda" (throws std::runtime_error naming
-/// train.device when no CUDA device exists).
-c10::Device resolve_device(const std::string& name);
+/// "auto" -> CUDA when available else CPU; "cpu"; "cuda". `option` names where the value came from
+/// (a flag or config key) in errors: std::invalid_argument for any other name, std::runtime_error
+/// for "cuda" when no CUDA device exists.
+c10::Device resolve_device(const std::string& name, const std::string& option = "--device");
 
 /// Human-readable name of the device ("cpu", or the CUDA device's name).
 std::string device_name(const c10::Device& device);

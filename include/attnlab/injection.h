@@ -95,6 +95,12 @@ struct InjectOutcome {
   std::optional<std::vector<LayerDoses>> per_layer;  ///< each of `layers` alone (InjectOptions::per_layer)
 };
 
+/// Throws std::invalid_argument naming the first disagreement unless `outcome` is one that
+/// inject_model(model, ..., options) could have produced: the injected layers of the options, one dose
+/// per eps in their order with increase = loss - clean_loss (1e-12 relative), and per-layer results
+/// exactly when asked for, one per injected layer. A cached injection is reused only when it passes.
+void check_inject_outcome(const InjectOutcome& outcome, const GPTImpl& model, const InjectOptions& options);
+
 /// Clean validation loss and the loss at every dose (nats/token, token-weighted over `batches`,
 /// float32 forward on `device`, the model's attention backend); to_json (probe_result.h) writes it.
 /// Throws as check_inject_options(). `progress` (optional) is told of every forward pass (batches x

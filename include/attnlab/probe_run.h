@@ -32,13 +32,16 @@ ProbeResult run_probe(const ProbeSource& source, const ProbeDataOptions& data);
 /// conventions. Throws as run_probe() and check_inject_options().
 InjectResult run_inject(const ProbeSource& source, const ProbeDataOptions& data, const InjectOptions& options);
 
-/// run_probe() unless `dir`/probe.json holds a result with the same result_key(); when it computes,
-/// it writes probe_files() into `dir`. `reused` (optional) says which happened.
+/// run_probe() unless `dir`/probe.json holds a result with the same result_key() that also passes
+/// check_probe_summary() for this checkpoint's model and arm; when it computes, it writes
+/// probe_files() into `dir` (replacing a file that did not fit, with a warning naming it).
+/// `reused` (optional) says which happened. Throws std::runtime_error when probe.json exists but is
+/// not a regular file (a directory, say), as well as what run_probe() throws.
 ProbeResult cached_probe(const ProbeSource& source, const ProbeDataOptions& data, const std::filesystem::path& dir,
                          bool* reused = nullptr);
 
-/// run_inject() unless `dir`/inject_<kind>_<cutoff>.json holds a result with the same key; writes
-/// inject_files() when it computes.
+/// run_inject() unless `dir`/inject_<kind>_<cutoff>.json holds a result with the same key that also
+/// passes check_inject_outcome(); writes inject_files() when it computes. Throws as cached_probe().
 InjectResult cached_inject(const ProbeSource& source, const ProbeDataOptions& data, const InjectOptions& options,
                            const std::filesystem::path& dir, bool* reused = nullptr);
 
@@ -60,7 +63,7 @@ std::map<std::string, std::string> inject_files(const InjectResult& inject);
 std::filesystem::path default_probe_dir(const std::filesystem::path& checkpoint);
 
 /// The "key" of a result: what must match for a cached file to be reused (checkpoint source and
-/// step, data pattern, N, T, batch size and probe seed of `provenance`; and the injection options)
+/// step, arm, data pattern, N, T, batch size and probe seed of `provenance`; and the injection options)
 /// as a JSON object compared whole.
 nlohmann::json result_key(const Provenance& provenance);
 nlohmann::json result_key(const Provenance& provenance, const InjectOptions& options);
@@ -68,8 +71,9 @@ nlohmann::json result_key(const ProbeResult& probe);
 nlohmann::json result_key(const InjectResult& inject);
 
 /// The result in `file` if it exists, reads back (probe_result_from_json / inject_result_from_json)
-/// and its result_key() equals `key`; none otherwise (a file that does not read back is logged as a
-/// warning naming it and the reason, then treated as a miss).
+/// and its result_key() equals `key`; none otherwise (a file that cannot be opened or does not read
+/// back is logged as a warning naming it and the reason, then treated as a miss). Throws
+/// std::runtime_error naming `file` when it exists but is not a regular file.
 std::optional<ProbeResult> read_cached_probe(const std::filesystem::path& file, const nlohmann::json& key);
 std::optional<InjectResult> read_cached_inject(const std::filesystem::path& file, const nlohmann::json& key);
 

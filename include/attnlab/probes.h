@@ -123,6 +123,13 @@ struct ProbeSummary {
 /// probe_measure_table()'s (probe_measures.h); to_json (probe_result.h) writes it.
 ProbeSummary probe_summary(const std::vector<LayerProbeSums>& layers, bool has_phantom, bool has_gate);
 
+/// Throws std::invalid_argument naming the first disagreement unless `summary` is one that
+/// probe_summary() could have produced for a model of n_layer layers of n_head heads and an arm with
+/// (or without) a sink term and a gate: layers numbered 0..n_layer-1, n_head values per per-head
+/// measure, shares in [0, 1] and ratios >= 0, and every mean and sink rate equal (to 1e-12 relative)
+/// to the one of its per-head values. A cached probe.json is reused only when it passes.
+void check_probe_summary(const ProbeSummary& summary, bool has_phantom, bool has_gate, int64_t n_layer, int64_t n_head);
+
 /// Which validation tokens a probe or injection reads.
 struct ProbeDataOptions {
   int64_t sequences = 32;  ///< N

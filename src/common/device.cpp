@@ -13,10 +13,12 @@
 
 namespace attnlab {
 
-c10::Device resolve_device(const std::string& name) {
+c10::Device resolve_device(const std::string& name, const std::string& option) {
+  if (name != "auto" && name != "cpu" && name != "cuda")
+    throw std::invalid_argument(option + ": '" + name + "' is not one of auto, cpu, cuda");
   const bool cuda = torch::cuda::is_available();
   if (name == "cpu" || (name == "auto" && !cuda)) return c10::Device(c10::kCPU);
-  if (!cuda) throw std::runtime_error("train.device: 'cuda' requested but no CUDA device is available");
+  if (!cuda) throw std::runtime_error(option + ": 'cuda' requested but no CUDA device is available");
   return c10::Device(c10::kCUDA, 0);
 }
 

@@ -1,9 +1,11 @@
 // Validation loss with junk injected into chosen layers, dose by dose (SPEC section 4).
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <stdexcept>
+#include <string>
 
 #include "attnlab/injection.h"
 #include "attnlab/model.h"
@@ -50,6 +52,45 @@ void check_inject_options(const GPTImpl& model, const InjectOptions& o) {
   if (o.eps.empty()) throw std::invalid_argument("no eps given: pass e.g. --eps 0.2,0.4,0.8,1.6");
   for (double e : o.eps)
     if (!std::isfinite(e) || e < 0) throw std::invalid_argument("eps must be finite and >= 0, got " + std::to_string(e));
+  if (std::set<double>(o.eps.begin(), o.eps.end()).size() != o.eps.size())
+    throw std::invalid_argument("--eps names a dose twice");
+}
+
+namespace {
+
+[[noreturn]] void not_from(const std::string& what) {
+  throw std::invalid_argument("injection result: " + what);
+}
+
+// One dose per eps of the options, in their order, each increase = loss - clean.
+void check_doses(const std::vector<DoseLoss>& doses, const std::vector<double>& eps, double clean, const std::string& at) {
+  if (doses.size() != eps.size())
+    not_from(at + " holds " + std::to_string(doses.size()) + " doses for " + std::to_string(eps.size()) + " eps");
+  for (size_t k = 0; k < doses.size(); ++k) {
+    const auto& d = doses[k];
+    if (d.eps != eps[k]) not_from(at + "[" + std::to_string(k) + "] has eps " + std::to_string(d.eps));
+    const double want = d.loss - clean;
+    const bool same = !std::isfinite(want) ? !std::isfinite(d.increase)
+                                           : std::fabs(d.increase - want) <= 1e-12 * std::max(1.0, std::fabs(want));
+    if (!same) not_from(at + "[" + std::to_string(k) + "].increase is not loss - clean_loss");
+  }
+}
+
+}  // namespace
+
+void check_inject_outcome(const InjectOutcome& r, const GPTImpl& model, const InjectOptions& o) {
+  const auto layers = injected_layers(model, o);
+  if (r.layers != layers) not_from("its layers are not the ones the options inject");
+  check_doses(r.doses, o.eps, r.clean_loss, "doses");
+  if (r.per_layer.has_value() != o.per_layer)
+    not_from(o.per_layer ? "per_layer results are missing" : "per_layer results were not asked for");
+  if (!r.per_layer) return;
+  if (r.per_layer->size() != layers.size()) not_from("per_layer does not hold one entry per injected layer");
+  for (size_t k = 0; k < layers.size(); ++k) {
+    const auto& pl = (*r.per_layer)[k];
+    if (pl.layer != layers[k]) not_from("per_layer[" + std::to_string(k) + "] is layer " + std::to_string(pl.layer));
+    check_doses(pl.doses, o.eps, r.clean_loss, "per_layer[" + std::to_string(k) + "].doses");
+  }
 }
 
 InjectOutcome inject_model(GPTImpl& model, const std::vector<Batch>& batches, const c10::Device& device,

@@ -3,7 +3,9 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -160,7 +162,8 @@ fs::path default_probe_dir(const fs::path& checkpoint) {
 nlohmann::json result_key(const Provenance& provenance) {
   const auto p = to_json(provenance);
   nlohmann::json key;
-  for (const char* k : {"checkpoint", "step", "data", "sequences", "length", "batch_size", "probe_seed"}) key[k] = p.at(k);
+  for (const char* k : {"checkpoint", "step", "arm", "data", "sequences", "length", "batch_size", "probe_seed"})
+    key[k] = p.at(k);
   return key;
 }
 
@@ -178,10 +181,18 @@ namespace {
 // `file` read back with `from_json` when it exists and its key matches; none otherwise.
 template <class Result, class FromJson>
 std::optional<Result> read_cached(const fs::path& file, const nlohmann::json& key, FromJson from_json) {
+  std::error_code ec;
+  const auto status = fs::status(file, ec);
+  if (!fs::exists(status)) return std::nullopt;
+  if (!fs::is_regular_file(status))
+    throw std::runtime_error(file.string() + " is not a regular file: move it away so that the result can be written there");
   std::ifstream in(file);
-  if (!in) return std::nullopt;
-  const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!in) {
+    spdlog::warn("{} cannot be read ({}); computing it again", file.string(), std::strerror(errno));
+    return std::nullopt;
+  }
   try {
+    const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) throw std::invalid_argument("not JSON");
     auto result = from_json(j);
     if (result_key(result) == key) return result;

@@ -339,7 +339,7 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
   validate(cfg);
   if (cfg.train.threads > 0) torch::set_num_threads(static_cast<int>(cfg.train.threads));
   Session s{cfg, fs::path(cfg.out_dir)};
-  s.device = resolve_device(cfg.train.device);
+  s.device = resolve_device(cfg.train.device, "train.device");
   if (s.device.is_cpu()) keep_freed_cpu_memory();  // cpu_memory.h: no page faults on every step's activations
   s.dp = dist::DataParallel::from_environment(s.device, options.collective_timeout);  // CUDA: cuda:LOCAL_RANK
   s.micro_batches = dist::micro_batches_per_rank(cfg, s.dp.world_size());

@@ -3,6 +3,9 @@
 // gate's logit by the predicted eps * m_h * ||w_h||.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <functional>
+
 #include <algorithm>
 #include <cmath>
 
@@ -209,6 +212,39 @@ TEST(InjectModel, BadOptionsAreClearErrors) {
   o.eps = {0.4};
   EXPECT_NO_THROW(check_inject_options(*gated, o));
   EXPECT_THROW(parse_junk_kind("noise"), std::invalid_argument);
+  o.kind = JunkKind::structured;
+  o.eps = {0.4, 0.4};
+  EXPECT_THROW(check_inject_options(*model, o), std::invalid_argument);  // a dose named twice
+}
+
+// A cached injection is reused only when it is one inject_model() could have produced with these
+// options: each way a file can disagree is refused.
+TEST(InjectModel, OutcomeCheckRefusesWhatTheOptionsCouldNotHaveProduced) {
+  auto model = tiny("baseline");
+  InjectOptions o;
+  o.eps = {0.0, 1.6};
+  o.per_layer = true;
+  const auto r = inject_model(*model, batches(), torch::kCPU, o);
+  EXPECT_NO_THROW(check_inject_outcome(r, *model, o));
+  auto refused = [&](const std::function<void(InjectOutcome&)>& edit) {
+    auto bad = r;
+    edit(bad);
+    EXPECT_THROW(check_inject_outcome(bad, *model, o), std::invalid_argument);
+  };
+  refused([](InjectOutcome& x) { x.doses.pop_back(); });
+  refused([](InjectOutcome& x) { x.doses[1].eps = 99; });
+  refused([](InjectOutcome& x) { x.doses[1].increase += 0.01; });
+  refused([](InjectOutcome& x) { x.layers = {0, 1, 9}; });
+  refused([](InjectOutcome& x) { x.per_layer.reset(); });
+  refused([](InjectOutcome& x) { x.per_layer->pop_back(); });
+  refused([](InjectOutcome& x) { (*x.per_layer)[0].layer = 1; });
+  refused([](InjectOutcome& x) { (*x.per_layer)[1].doses.clear(); });
+  auto without = o;
+  without.per_layer = false;
+  EXPECT_THROW(check_inject_outcome(r, *model, without), std::invalid_argument);  // per_layer not asked for
+  auto nan_loss = r;  // a non-finite loss reads back as NaN with a NaN increase: still consistent
+  nan_loss.doses[1].loss = nan_loss.doses[1].increase = std::nan("");
+  EXPECT_NO_THROW(check_inject_outcome(nan_loss, *model, o));
 }
 
 }  // namespace

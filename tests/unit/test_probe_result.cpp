@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -104,6 +106,34 @@ Provenance provenance(const std::string& arm) {
   p.selection = "the first N", p.val_fingerprint = 18446744073709551615ull, p.device = "cpu";
   p.dtype = "float32", p.attention = "reference", p.attnlab = "0.1 (abc)";
   return p;
+}
+
+// A cached summary is reused only when probe_summary() could have produced it for this model: each
+// way a hand-edited file can disagree is refused, naming it.
+TEST(ProbeSummaryCheck, RefusesWhatTheModelAndTheHeadsCouldNotHaveProduced) {
+  const auto s = hand_made_summary();
+  EXPECT_NO_THROW(check_probe_summary(s, true, false, 2, 2));
+  EXPECT_THROW(check_probe_summary(s, true, false, 3, 2), std::invalid_argument);  // layer count
+  EXPECT_THROW(check_probe_summary(s, true, false, 2, 3), std::invalid_argument);  // head count
+  const size_t fkm = probe_measure_index("first_key_mass"), phantom = probe_measure_index("phantom_mass");
+  auto refused = [&](const std::function<void(ProbeSummary&)>& edit, const std::string& named) {
+    auto bad = s;
+    edit(bad);
+    try {
+      check_probe_summary(bad, true, false, 2, 2);
+      ADD_FAILURE() << "accepted; expected a refusal naming " << named;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
+    }
+  };
+  refused([&](ProbeSummary& x) { x.layers[1].layer = 7; }, "numbered 7");
+  refused([&](ProbeSummary& x) { x.layers.pop_back(); }, "layers");
+  refused([&](ProbeSummary& x) { x.layers[0].heads[fkm].push_back(0.5); }, "first_key_mass");
+  refused([&](ProbeSummary& x) { x.layers[0].mean.values[fkm] = 0.9; }, "first_key_mass");
+  refused([&](ProbeSummary& x) { x.model.values[phantom] = std::nan(""); }, "phantom_mass");  // null for NaN
+  refused([&](ProbeSummary& x) { x.model["sink_rate"] = 1.0; }, "sink_rate");
+  refused([&](ProbeSummary& x) { x.layers[0].heads[fkm][0] = -5.0; }, "outside [0, 1]");
+  refused([&](ProbeSummary& x) { x.layers[0].heads[fkm][0] = 1e300; }, "outside [0, 1]");
 }
 
 TEST(ProbeResultJson, ProbeResultRoundTripTakesTheArmFromTheRegistry) {

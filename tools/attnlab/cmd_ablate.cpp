@@ -35,7 +35,8 @@ void add_ablate_command(CLI::App& app) {
   cmd->add_option("--out", args->out, "Directory for ablate.json, ablate.md, ablate_channels.csv, ceiling.csv")->required();
   cmd->add_option("--position", args->position, "Position of the edited state (0: the sink; the learned token for sink_token)")
       ->capture_default_str();
-  cmd->add_option("--seed", args->seed, "Seed of random:k and of the ceiling's random channels")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Seed of random:k and of the ceiling's random channels")
+      ->check(non_negative())->capture_default_str();
   cmd->add_option("--data", args->open.tokens.data, "Validation shard glob (default: the run's data.val)");
   cmd->add_option("--batch", args->batch, "Which validation batch (index)")->capture_default_str();
   cmd->add_option("--batch-size", args->open.tokens.batch_size, "Sequences per batch")->capture_default_str();

@@ -115,10 +115,11 @@ void add_inject_command(CLI::App& app) {
   cmd->add_option("--kind", args->kind, "structured | gaussian | gate_direction")->capture_default_str();
   cmd->add_option("--cutoff", args->cutoff, "Quiet reads: below the head's median or p25 read norm")->capture_default_str();
   cmd->add_option("--eps", args->eps, "Doses, comma-separated (junk norm = eps x the head's median read norm)")
-      ->delimiter(',')->capture_default_str();
+      ->delimiter(',')->check(non_negative())->capture_default_str();
   cmd->add_option("--layers", args->layers, "Layers injected together: all, or e.g. 0,2")->capture_default_str();
   cmd->add_flag("--per-layer", args->per_layer, "Also inject each of those layers alone");
-  cmd->add_option("--seed", args->seed, "Seed of the junk draws (the same for every arm)")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Seed of the junk draws (the same for every arm)")
+      ->check(non_negative())->capture_default_str();
   cmd->callback([args] {
     log_to_stderr("inject");
     InjectOptions o;

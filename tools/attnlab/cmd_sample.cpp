@@ -57,7 +57,8 @@ void add_sample_command(CLI::App& app) {
       ->capture_default_str()->check(non_negative());
   cmd->add_option("--top-k", args->top_k, "Sample among the k most likely tokens; 0 = all")
       ->capture_default_str()->check(non_negative());
-  cmd->add_option("--seed", args->seed, "Seed of the draws: the same seed, the same text")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Seed of the draws: the same seed, the same text")
+      ->check(non_negative())->capture_default_str();
   cmd->add_option("--tokenizer", args->tokenizer,
                   "tokenizer.json (or its directory) to use instead of the one beside the run's data.train shards");
   cmd->add_option("--device", args->device, "auto | cpu | cuda")->capture_default_str();

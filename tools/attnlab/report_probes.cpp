@@ -22,8 +22,9 @@ void add_probe_report_flags(CLI::App* cmd, ProbeReportOptions& o) {
       ->capture_default_str()->check(positive());
   cmd->add_option("--probe-length", o.data.length, "T tokens per sequence (default: each run's train.seq_len)");
   cmd->add_option("--probe-data", o.data_pattern, "Val shards for probes (default: each run's data.val)");
-  cmd->add_option("--inject-eps", o.eps, "Doses")->delimiter(',')->capture_default_str();
-  cmd->add_option("--inject-seed", o.seed, "Seed of the junk draws (the same for every arm)")->capture_default_str();
+  cmd->add_option("--inject-eps", o.eps, "Doses")->delimiter(',')->check(non_negative())->capture_default_str();
+  cmd->add_option("--inject-seed", o.seed, "Seed of the junk draws (the same for every arm)")
+      ->check(non_negative())->capture_default_str();
   cmd->add_option("--probe-device", o.device, "auto | cpu | cuda")->capture_default_str();
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -71,10 +72,13 @@ nlohmann::json result_key(const ProbeResult& probe);
 nlohmann::json result_key(const InjectResult& inject);
 
 /// The result in `file` if it exists, reads back (probe_result_from_json / inject_result_from_json)
-/// and its result_key() equals `key`; none otherwise (a file that cannot be opened or does not read
-/// back is logged as a warning naming it and the reason, then treated as a miss). Throws
-/// std::runtime_error naming `file` when it exists but is not a regular file.
-std::optional<ProbeResult> read_cached_probe(const std::filesystem::path& file, const nlohmann::json& key);
-std::optional<InjectResult> read_cached_inject(const std::filesystem::path& file, const nlohmann::json& key);
+/// and its result_key() equals `key` and `fits` (when given) does not throw; none otherwise (a file
+/// that cannot be opened, does not read back or does not fit is logged as a warning naming it and the
+/// reason, then treated as a miss). Throws std::runtime_error naming `file` when it exists but is not
+/// a regular file.
+std::optional<ProbeResult> read_cached_probe(const std::filesystem::path& file, const nlohmann::json& key,
+                                             const std::function<void(const ProbeResult&)>& fits = {});
+std::optional<InjectResult> read_cached_inject(const std::filesystem::path& file, const nlohmann::json& key,
+                                               const std::function<void(const InjectResult&)>& fits = {});
 
 }  // namespace attnlab

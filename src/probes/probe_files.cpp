@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <stdexcept>
 
@@ -178,9 +179,10 @@ nlohmann::json result_key(const InjectResult& inject) { return result_key(inject
 
 namespace {
 
-// `file` read back with `from_json` when it exists and its key matches; none otherwise.
+// `file` read back with `from_json` when it exists, its key matches and `fits` accepts it; none otherwise.
 template <class Result, class FromJson>
-std::optional<Result> read_cached(const fs::path& file, const nlohmann::json& key, FromJson from_json) {
+std::optional<Result> read_cached(const fs::path& file, const nlohmann::json& key, FromJson from_json,
+                                  const std::function<void(const Result&)>& fits) {
   std::error_code ec;
   const auto status = fs::status(file, ec);
   if (!fs::exists(status)) return std::nullopt;
@@ -195,7 +197,9 @@ std::optional<Result> read_cached(const fs::path& file, const nlohmann::json& ke
     const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) throw std::invalid_argument("not JSON");
     auto result = from_json(j);
-    if (result_key(result) == key) return result;
+    if (result_key(result) != key) return std::nullopt;
+    if (fits) fits(result);
+    return result;
   } catch (const std::exception& e) {
     spdlog::warn("{} is not a result to reuse ({}); computing it again", file.string(), e.what());
   }
@@ -204,12 +208,14 @@ std::optional<Result> read_cached(const fs::path& file, const nlohmann::json& ke
 
 }  // namespace
 
-std::optional<ProbeResult> read_cached_probe(const fs::path& file, const nlohmann::json& key) {
-  return read_cached<ProbeResult>(file, key, probe_result_from_json);
+std::optional<ProbeResult> read_cached_probe(const fs::path& file, const nlohmann::json& key,
+                                             const std::function<void(const ProbeResult&)>& fits) {
+  return read_cached<ProbeResult>(file, key, probe_result_from_json, fits);
 }
 
-std::optional<InjectResult> read_cached_inject(const fs::path& file, const nlohmann::json& key) {
-  return read_cached<InjectResult>(file, key, inject_result_from_json);
+std::optional<InjectResult> read_cached_inject(const fs::path& file, const nlohmann::json& key,
+                                               const std::function<void(const InjectResult&)>& fits) {
+  return read_cached<InjectResult>(file, key, inject_result_from_json, fits);
 }
 
 }  // namespace attnlab

@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
-#include <optional>
 #include <stdexcept>
 
 #include "attnlab/probe_measures.h"
@@ -59,20 +58,6 @@ InjectResult inject_target(TrainedRun& t, const InjectOptions& options, Progress
   return {t.provenance, options, conventions, inject_model(*t.model, t.batches, t.device, options, progress)};
 }
 
-// `hit` if this target could have produced it (check throws std::invalid_argument otherwise); else none,
-// with a warning naming the file and the reason, so that the result is computed again.
-template <class Result, class Check>
-std::optional<Result> reusable(std::optional<Result> hit, const std::filesystem::path& file, Check check) {
-  if (!hit) return hit;
-  try {
-    check(*hit);
-    return hit;
-  } catch (const std::invalid_argument& e) {
-    spdlog::warn("{} does not fit this checkpoint ({}); computing it again", file.string(), e.what());
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 ProbeResult run_probe(const ProbeSource& source, const ProbeDataOptions& data) {
@@ -93,10 +78,10 @@ ProbeResult cached_probe(const ProbeSource& source, const ProbeDataOptions& data
   const auto file = dir / "probe.json";
   const auto& cfg = t.model->config();
   const auto& arm = t.model->arm();
-  auto check = [&](const ProbeResult& r) {
+  auto fits = [&](const ProbeResult& r) {
     check_probe_summary(r.summary, arm.sink != SinkKind::none, arm.gate != GateKind::none, cfg.n_layer, cfg.n_head);
   };
-  if (auto hit = reusable(read_cached_probe(file, result_key(t.provenance)), file, check)) {
+  if (auto hit = read_cached_probe(file, result_key(t.provenance), fits)) {
     if (reused) *reused = true;
     return *hit;
   }
@@ -110,8 +95,8 @@ InjectResult cached_inject(const ProbeSource& source, const ProbeDataOptions& da
                            const std::filesystem::path& dir, bool* reused) {
   auto t = load_target(source, data);
   const auto file = dir / (inject_file_stem(options) + ".json");
-  auto check = [&](const InjectResult& r) { check_inject_outcome(r.result, *t.model, options); };
-  if (auto hit = reusable(read_cached_inject(file, result_key(t.provenance, options)), file, check)) {
+  auto fits = [&](const InjectResult& r) { check_inject_outcome(r.result, *t.model, options); };
+  if (auto hit = read_cached_inject(file, result_key(t.provenance, options), fits)) {
     if (reused) *reused = true;
     return *hit;
   }

@@ -158,12 +158,17 @@ std::vector<Batch> batches() {
           {torch::randint(0, 50, {2, 10}, torch::kLong), torch::randint(0, 50, {2, 10}, torch::kLong)}};
 }
 
-TEST(InjectModel, EpsZeroGivesTheCleanLossBitForBitAndDosesHurt) {
-  auto model = tiny("baseline");
+// eps 0 and 1.6, every layer together and each alone.
+InjectOptions no_dose_and_a_dose_per_layer() {
   InjectOptions o;
   o.eps = {0.0, 1.6};
   o.per_layer = true;
-  const auto r = inject_model(*model, batches(), torch::kCPU, o);
+  return o;
+}
+
+TEST(InjectModel, EpsZeroGivesTheCleanLossBitForBitAndDosesHurt) {
+  auto model = tiny("baseline");
+  const auto r = inject_model(*model, batches(), torch::kCPU, no_dose_and_a_dose_per_layer());
   EXPECT_EQ(r.doses[0].loss, r.clean_loss);
   EXPECT_EQ(r.doses[0].increase, 0.0);
   EXPECT_NE(r.doses[1].loss, r.clean_loss);
@@ -221,9 +226,7 @@ TEST(InjectModel, BadOptionsAreClearErrors) {
 // options: each way a file can disagree is refused.
 TEST(InjectModel, OutcomeCheckRefusesWhatTheOptionsCouldNotHaveProduced) {
   auto model = tiny("baseline");
-  InjectOptions o;
-  o.eps = {0.0, 1.6};
-  o.per_layer = true;
+  const auto o = no_dose_and_a_dose_per_layer();
   const auto r = inject_model(*model, batches(), torch::kCPU, o);
   EXPECT_NO_THROW(check_inject_outcome(r, *model, o));
   auto refused = [&](const std::function<void(InjectOutcome&)>& edit) {

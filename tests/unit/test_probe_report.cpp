@@ -2,7 +2,10 @@
 // paper's rows labelled with their scale, and the cache key that decides reuse.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
+#include <stdexcept>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -89,6 +92,19 @@ TEST(ProbeCache, ReusedOnlyWhenTheKeyMatches) {
   partial.erase("result");
   std::ofstream(tmp.file("partial.json")) << partial.dump();
   EXPECT_FALSE(read_cached_inject(tmp.file("partial.json"), result_key(result)).has_value());
+  // One that reads back but does not fit the checkpoint (its check throws) is computed again too;
+  // one that fits is reused.
+  auto refuse = [](const InjectResult&) { throw std::invalid_argument("does not fit"); };
+  EXPECT_FALSE(read_cached_inject(tmp.file("x.json"), result_key(result), refuse).has_value());
+  EXPECT_TRUE(read_cached_inject(tmp.file("x.json"), result_key(result), [](const InjectResult&) {}).has_value());
+  // A directory where the file should be is an error naming it; nothing is written over it.
+  std::filesystem::create_directories(tmp.file("dir.json"));
+  try {
+    read_cached_inject(tmp.file("dir.json"), result_key(result));
+    ADD_FAILURE() << "a directory was taken for a cache miss";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("dir.json is not a regular file"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

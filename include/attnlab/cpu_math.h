@@ -14,8 +14,9 @@ namespace attnlab {
 /// Later calls are exact, so only the process's first sizable op of each kind is hit.
 ///
 /// Call it first thing in main(), before any parallel ATen op; every attnlab program and test binary
-/// does, and GPT's constructor calls it for programs of one's own. Idempotent and thread-safe (std::call_once); 38 ops on 16-element tensors, negligible next to
-/// loading LibTorch. Throws nothing beyond what ATen throws on an out-of-memory.
+/// does, and GPT's constructor calls it for programs of one's own. Idempotent and thread-safe
+/// (std::call_once): the 38 small ops run once per process. Throws nothing beyond what ATen throws on
+/// an out-of-memory.
 void warm_up_cpu_vector_math();
 
 }  // namespace attnlab

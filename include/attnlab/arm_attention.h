@@ -54,21 +54,23 @@ struct AttentionRequest {
   int64_t q_len = 1, k_len = 1;       ///< Tq <= Tk; Tq < Tk is KV-cache decoding
   bool key_mask = false;
   bool return_probs = false;
+  int cuda_capability = 0;            ///< 10 * major + minor of a CUDA device (device.h); 0: CPU or unknown
 };
 
 /// The backend that runs `request`. An explicit backend is returned as is (arm_attention throws if
 /// it cannot serve the request). `automatic` resolves to:
 ///  - reference whenever probabilities are asked for;
-///  - flash where flash_refusal() (flash_attention.h) has no objection, on CPU when the dtype is
-///    float32 or float64 (where it measured faster than the tiled CPU twin, docs/benchmarks.md) and on
-///    CUDA (bfloat16 / float16) once a GPU parity run of the flash backend is recorded;
+///  - flash where flash_refusal() (flash_attention.h) has no objection: on CPU when the dtype is
+///    float32 or float64 (where it measured faster than the tiled CPU twin, docs/benchmarks.md); on
+///    CUDA in bfloat16 / float16 (bf16 autocast) on compute capability 8.0 or newer;
 ///  - otherwise fused on CPU; on CUDA the reference until a GPU parity run of the fused kernels is
 ///    recorded in docs/benchmarks.md.
 /// `automatic` logs what it runs and why once per kind of call (device, dtype, probabilities, key
 /// mask, decoding): at info level, and as a warning when CUDA falls back to the reference.
 AttentionBackend resolve_backend(AttentionBackend requested, const AttentionRequest& request);
 
-/// The request of attention of queries q [B, H, Tq, d] over keys of length k_len.
+/// The request of attention of queries q [B, H, Tq, d] over keys of length k_len (on CUDA, with the
+/// device's compute capability).
 AttentionRequest attention_request(const at::Tensor& q, int64_t k_len, bool return_probs = false);
 
 /// Gate and route the keys of one layer. k, v: [B, H, T, d]. `with_read_norms` also fills read_norm.
@@ -83,6 +85,11 @@ PreparedKeys prepare_keys(const ArmSpec& arm, const ArmLayerParams& params, cons
 /// b_h as the attention call wants it: the learned [H] tensor, zeros [H] for off_by_one, or undefined.
 at::Tensor effective_sink_logit(const ArmSpec& arm, const ArmLayerParams& params, int64_t n_head,
                                 const at::TensorOptions& options);
+
+/// What arm_attention hands a backend: q, the prepared keys' k, v_read and routing_bias, and
+/// effective_sink_logit in the accumulator dtype (float32; float64 for float64 q).
+AttentionInputs arm_attention_inputs(const ArmSpec& arm, const ArmLayerParams& params, const at::Tensor& q,
+                                     const PreparedKeys& keys);
 
 /// Causal attention of queries q [B, H, Tq, d] over prepared keys (Tk >= Tq; queries are the last Tq
 /// positions). Returns o [B, H, Tq, d], lse [B, H, Tq] (undefined for sdpa) and, when asked, probs

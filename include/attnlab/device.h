@@ -15,6 +15,10 @@ c10::Device resolve_device(const std::string& name, const std::string& option = 
 /// Human-readable name of the device ("cpu", or the CUDA device's name).
 std::string device_name(const c10::Device& device);
 
+/// Compute capability of a CUDA device as 10 * major + minor (90 for an H100/H200, 80 for an A100);
+/// 0 on the CPU. The device must exist (a CUDA device index that does not exist throws c10::Error).
+int cuda_compute_capability(const c10::Device& device);
+
 /// Dense bf16 peak FLOP/s of the current CUDA device from a table of known parts (H100/H200 989e12,
 /// A100 312e12, ...); 0 when unknown or on CPU (MFU is then not reported).
 double peak_flops(const c10::Device& device);

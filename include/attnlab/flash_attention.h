@@ -13,16 +13,30 @@
 
 namespace attnlab {
 
+/// The oldest CUDA compute capability FlashAttention-2 runs on (sm_80, Ampere), as 10 * major + minor.
+inline constexpr int kFlashMinCudaCapability = 80;
+
 /// Why `flash_attention` cannot serve a call, or "" when it can:
 ///  - CPU: any floating dtype (float32, float64, bfloat16, float16);
-///  - CUDA: bfloat16 or float16 (FlashAttention-2 has no float32), and head_dim + 3 <= 256 (the
-///    routing bias rides in 3 spare columns below the kernels' limit of 256);
+///  - CUDA: bfloat16 or float16 (FlashAttention-2 has no float32), head_dim + 3 <= 256 (the
+///    routing bias rides in 3 spare columns below the kernels' limit of 256), and a device of compute
+///    capability >= 8.0 (`cuda_capability` as device.h's cuda_compute_capability() gives it; 0 when
+///    unknown, not checked);
 ///  - queries and keys of equal length: the square causal case (the CPU kernel aligns its causal
 ///    mask top-left, so KV-cache decoding with Tq < Tk is left to the other backends);
 ///  - no key mask.
 /// `head_dim` and the lengths are those of q [B, H, Tq, d] and k [B, H, Tk, d].
 std::string flash_refusal(const at::Device& device, at::ScalarType dtype, int64_t head_dim, int64_t q_len,
-                          int64_t k_len, bool key_mask);
+                          int64_t k_len, bool key_mask, int cuda_capability = 0);
+
+/// How the arm's extras reach the kernel (docs/kernels.md, "The flash backend"):
+///  - device: the device's own way. CPU: the routing bias is the kernel's additive mask and an lse
+///    gradient one more head_dim column. CUDA: key_columns (FlashAttention-2 takes no mask).
+///  - key_columns: the routing bias and the lse gradient ride in three extra head_dim columns each,
+///    split into hi + mid + lo parts exact in the input dtype, head_dim padded to a multiple of 8.
+///    Asked for on CPU, it runs CUDA's composition with the CPU kernel: how CI tests that composition
+///    without a GPU (tests/parity/test_flash_key_columns.cpp).
+enum class FlashComposition { device, key_columns };
 
 /// Flash causal attention of SPEC section 1:
 ///   a_ij = exp(s_ij + r_j - lse_i),  lse_i = log( [sink] exp(b_h) + sum_{j <= i} exp(s_ij + r_j) ),
@@ -37,6 +51,6 @@ std::string flash_refusal(const at::Device& device, at::ScalarType dtype, int64_
 /// Deterministic on CPU: two backward calls on the same inputs give bit-identical gradients.
 /// Throws std::invalid_argument when flash_refusal() names a reason, for inconsistent shapes
 /// (check_attention_inputs) or tensors on different devices.
-AttentionResult flash_attention(const AttentionInputs& in);
+AttentionResult flash_attention(const AttentionInputs& in, FlashComposition composition = FlashComposition::device);
 
 }  // namespace attnlab

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "attnlab/device.h"
 #include "attnlab/flash_attention.h"
 #include "attnlab/fused_attention.h"
 #include "attnlab/fused_gate.h"
@@ -19,8 +20,6 @@ namespace {
 // `automatic` may pick the fused CUDA kernels only once a GPU parity run is recorded in
 // docs/benchmarks.md. Flip this in the same commit that records it.
 constexpr bool kFusedCudaParityRecorded = false;
-// Likewise for the flash backend on CUDA (tests/gpu/test_flash_cuda_parity.cpp via scripts/gpu_check.sh).
-constexpr bool kFlashCudaParityRecorded = false;
 // CPU dtypes for which `automatic` picks flash: where the flash kernels measured faster than the
 // tiled CPU twin (docs/benchmarks.md, "Flash backend (CPU)").
 bool flash_preferred_on_cpu(at::ScalarType dtype) { return dtype == at::kFloat || dtype == at::kDouble; }
@@ -33,16 +32,14 @@ struct AutoChoice {
 
 AutoChoice automatic_choice(const AttentionRequest& r) {
   if (r.return_probs) return {AttentionBackend::reference, "the probabilities were asked for; only it forms them"};
-  const auto refusal = flash_refusal(r.device, r.dtype, r.head_dim, r.q_len, r.k_len, r.key_mask);
+  const auto refusal = flash_refusal(r.device, r.dtype, r.head_dim, r.q_len, r.k_len, r.key_mask, r.cuda_capability);
   if (refusal.empty() && r.device.is_cpu() && flash_preferred_on_cpu(r.dtype)) {
     return {AttentionBackend::flash, "measured faster than the fused CPU kernels (docs/benchmarks.md)"};
   }
-  if (refusal.empty() && r.device.is_cuda() && kFlashCudaParityRecorded) {
-    return {AttentionBackend::flash, "its GPU parity run is recorded (docs/benchmarks.md)"};
+  if (refusal.empty() && r.device.is_cuda()) {
+    return {AttentionBackend::flash, "FlashAttention-2 with the arm's exact corrections (docs/kernels.md)"};
   }
-  auto why = !refusal.empty()        ? "not flash: " + refusal
-             : r.device.is_cpu()     ? std::string("not flash: not measured faster for this dtype")
-                                     : std::string("not flash: its GPU parity run is not recorded yet");
+  auto why = !refusal.empty() ? "not flash: " + refusal : std::string("not flash: not measured faster for this dtype");
   if (r.device.is_cuda() && !(kFusedCudaParityRecorded && fused_cuda_compiled())) {
     return {AttentionBackend::reference, why + "; not fused: the fused CUDA kernels await a recorded GPU parity run"};
   }
@@ -79,7 +76,7 @@ void require_plain_softmax(const ArmSpec& arm) {
 }
 
 void require_flash_support(const AttentionRequest& r) {
-  const auto reason = flash_refusal(r.device, r.dtype, r.head_dim, r.q_len, r.k_len, r.key_mask);
+  const auto reason = flash_refusal(r.device, r.dtype, r.head_dim, r.q_len, r.k_len, r.key_mask, r.cuda_capability);
   if (!reason.empty()) {
     throw std::invalid_argument("attention backend 'flash': " + reason + "; use 'auto', 'fused' or 'reference'");
   }
@@ -118,6 +115,7 @@ AttentionRequest attention_request(const at::Tensor& q, int64_t k_len, bool retu
   AttentionRequest r;
   r.device = q.device(), r.dtype = q.scalar_type(), r.head_dim = q.size(-1);
   r.q_len = q.size(-2), r.k_len = k_len, r.return_probs = return_probs;
+  r.cuda_capability = cuda_compute_capability(q.device());
   return r;
 }
 
@@ -168,8 +166,8 @@ at::Tensor effective_sink_logit(const ArmSpec& arm, const ArmLayerParams& params
   return at::Tensor();
 }
 
-AttentionResult arm_attention(const ArmSpec& arm, const ArmLayerParams& params, const at::Tensor& q,
-                              const PreparedKeys& keys, bool return_probs, AttentionBackend backend) {
+AttentionInputs arm_attention_inputs(const ArmSpec& arm, const ArmLayerParams& params, const at::Tensor& q,
+                                     const PreparedKeys& keys) {
   AttentionInputs in;
   in.q = q;
   in.k = keys.k;
@@ -177,6 +175,12 @@ AttentionResult arm_attention(const ArmSpec& arm, const ArmLayerParams& params, 
   in.routing_bias = keys.routing_bias;
   in.sink_logit = effective_sink_logit(arm, params, q.size(1),
                                        q.options().dtype(q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat));
+  return in;
+}
+
+AttentionResult arm_attention(const ArmSpec& arm, const ArmLayerParams& params, const at::Tensor& q,
+                              const PreparedKeys& keys, bool return_probs, AttentionBackend backend) {
+  const auto in = arm_attention_inputs(arm, params, q, keys);
   const auto request = attention_request(q, in.k.size(2), return_probs);
   switch (resolve_backend(backend, request)) {
     case AttentionBackend::reference:

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "attention/flash_kernels.h"
+#include "attnlab/device.h"
 
 namespace attnlab {
 namespace {
@@ -34,9 +35,9 @@ class FlashAttentionFunction : public torch::autograd::Function<FlashAttentionFu
   // Optional inputs are std::optional: autograd records no input for an absent one.
   static variable_list forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& sink,
-                               double scale) {
+                               double scale, FlashComposition composition) {
     const auto b = value_or_undefined(bias), s = value_or_undefined(sink);
-    auto fwd = detail::flash_kernel_forward(q, k, v, b, scale);
+    auto fwd = detail::flash_kernel_forward(q, k, v, b, scale, composition);
     at::Tensor o = fwd.o, lse = fwd.lse;
     if (s.defined()) {
       const auto lse_sink = at::logaddexp(lse, sink_rows(s, lse));        // (B, H, T)
@@ -46,6 +47,7 @@ class FlashAttentionFunction : public torch::autograd::Function<FlashAttentionFu
     ctx->set_materialize_grads(false);  // an unused output's gradient stays undefined: no zeros formed
     ctx->save_for_backward({q, k, v, b, s, o, lse, fwd.philox_seed, fwd.philox_offset});
     ctx->saved_data["scale"] = scale;
+    ctx->saved_data["key_columns"] = composition == FlashComposition::key_columns;
     return {o, lse};
   }
 
@@ -54,11 +56,13 @@ class FlashAttentionFunction : public torch::autograd::Function<FlashAttentionFu
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &bias = saved[3], &sink = saved[4];
     const auto &o = saved[5], &lse = saved[6];
     const detail::FlashForward fwd{o, lse, saved[7], saved[8]};
-    if (!grads[0].defined() && !grads[1].defined()) return variable_list(6);
+    if (!grads[0].defined() && !grads[1].defined()) return variable_list(7);
     const auto d_o = grads[0].defined() ? grads[0] : at::zeros_like(o);
     const auto& d_lse = grads[1];
     const double scale = ctx->saved_data["scale"].toDouble();
-    auto g = detail::flash_kernel_backward(d_o, q, k, v, o, lse, d_lse, bias, scale, fwd);
+    const auto composition =
+        ctx->saved_data["key_columns"].toBool() ? FlashComposition::key_columns : FlashComposition::device;
+    auto g = detail::flash_kernel_backward(d_o, q, k, v, o, lse, d_lse, bias, scale, fwd, composition);
     at::Tensor d_sink;
     if (sink.defined()) {
       // d b_h = -sum_{b,i} p_i (D_i - dlse_i): one reduction in a fixed order (no atomics).
@@ -67,7 +71,7 @@ class FlashAttentionFunction : public torch::autograd::Function<FlashAttentionFu
       const auto p = at::exp(sink_rows(sink, lse) - lse);                     // phantom mass
       d_sink = (p * D).sum(at::IntArrayRef{0, 2}).neg().to(sink.scalar_type());              // (H)
     }
-    return {g.dq, g.dk, g.dv, g.d_bias, d_sink, at::Tensor()};
+    return {g.dq, g.dk, g.dv, g.d_bias, d_sink, at::Tensor(), at::Tensor()};
   }
 };
 
@@ -84,7 +88,7 @@ void check_same_device(const AttentionInputs& in) {
 }  // namespace
 
 std::string flash_refusal(const at::Device& device, at::ScalarType dtype, int64_t head_dim, int64_t q_len,
-                          int64_t k_len, bool key_mask) {
+                          int64_t k_len, bool key_mask, int cuda_capability) {
   if (key_mask) return "the flash kernels take no key mask";
   if (q_len != k_len) {
     return "the flash backend runs the square causal case only (Tq = Tk); got " + std::to_string(q_len) +
@@ -96,6 +100,10 @@ std::string flash_refusal(const at::Device& device, at::ScalarType dtype, int64_
   if (dtype != at::kBFloat16 && dtype != at::kHalf) {
     return std::string("FlashAttention-2 on CUDA takes bfloat16 or float16, got ") + c10::toString(dtype);
   }
+  if (cuda_capability > 0 && cuda_capability < kFlashMinCudaCapability) {
+    return "FlashAttention-2 runs on compute capability 8.0 or newer (sm_80), got " +
+           std::to_string(cuda_capability / 10) + "." + std::to_string(cuda_capability % 10);
+  }
   if (head_dim > detail::kFlashCudaMaxHeadDim) {
     return "FlashAttention-2 on CUDA takes head_dim <= " + std::to_string(detail::kFlashCudaMaxHeadDim) +
            " here (3 columns are kept for the routing bias), got " + std::to_string(head_dim);
@@ -103,12 +111,12 @@ std::string flash_refusal(const at::Device& device, at::ScalarType dtype, int64_
   return "";
 }
 
-AttentionResult flash_attention(const AttentionInputs& in) {
+AttentionResult flash_attention(const AttentionInputs& in, FlashComposition composition) {
   check_attention_inputs(in);
   check_same_device(in);
   const auto type = in.q.scalar_type();
-  const auto reason =
-      flash_refusal(in.q.device(), type, in.q.size(3), in.q.size(2), in.k.size(2), in.key_mask.defined());
+  const auto reason = flash_refusal(in.q.device(), type, in.q.size(3), in.q.size(2), in.k.size(2),
+                                    in.key_mask.defined(), cuda_compute_capability(in.q.device()));
   if (!reason.empty()) throw std::invalid_argument(std::string(kWho) + ": " + reason);
   const auto acc = acc_dtype(type);
   const double scale = in.scale > 0 ? in.scale : 1.0 / std::sqrt(static_cast<double>(in.q.size(3)));
@@ -116,7 +124,7 @@ AttentionResult flash_attention(const AttentionInputs& in) {
     return t.defined() ? std::optional<at::Tensor>(t.to(acc)) : std::nullopt;
   };
   auto outs = FlashAttentionFunction::apply(in.q, in.k.to(type), in.v.to(type), optional(in.routing_bias),
-                                            optional(in.sink_logit), scale);
+                                            optional(in.sink_logit), scale, composition);
   AttentionResult result;
   result.o = outs[0];    // (B, H, T, d)
   result.lse = outs[1];  // (B, H, T)

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "attnlab/flash_attention.h"
+
 namespace attnlab::detail {
 
 /// One forward call's results and what its backward needs.
@@ -25,11 +27,13 @@ struct FlashGrads {
 
 /// Causal flash forward: q, k, v [B, H, T, d] in one dtype, optional routing bias [B, H, T] in the
 /// accumulator dtype (float32; float64 for float64) added to every logit of key j; `scale` multiplies
-/// q . k. CPU: the bias is the kernel's additive mask broadcast [B, H, 1, T]. CUDA: it rides in three
-/// extra key columns (hi + mid + lo parts of r_j / scale, queries 1 there), head_dim padded to the
-/// next multiple of 8.
+/// q . k. Kernel mask (CPU's own): the bias is the kernel's additive mask broadcast [B, H, 1, T].
+/// Key columns (CUDA; CPU when `composition` asks): it rides in three extra key columns (hi + mid +
+/// lo parts of r_j / scale in the input dtype, queries 1 there), head_dim padded to the next
+/// multiple of 8.
 FlashForward flash_kernel_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                  const at::Tensor& bias, double scale);
+                                  const at::Tensor& bias, double scale,
+                                  FlashComposition composition = FlashComposition::device);
 
 /// Backward of the attention with probabilities P_ij = exp(s_ij + r_j - lse_i) for the given `lse`,
 /// upstream d_o [B, H, T, d] and optional d_lse [B, H, T]:
@@ -39,11 +43,13 @@ FlashForward flash_kernel_forward(const at::Tensor& q, const at::Tensor& k, cons
 /// one call serves every arm. Without bias and d_lse this is the kernel's own backward; with either,
 /// the kernel runs on one more column (q_i 1, k_j 0, v_j 0, out_i -d_lse_i, d_o_i 1 or 0), where
 /// dk's extra column is scale * sum_i dS_ij and the extra out . d_o term shifts D_i by -d_lse_i.
-/// (CUDA: three columns each, the bias and -d_lse split into half-precision parts.)
+/// (Key columns: three columns each, the bias and -d_lse split into parts in the input dtype.)
+/// `composition` must be the forward's.
 FlashGrads flash_kernel_backward(const at::Tensor& d_o, const at::Tensor& q, const at::Tensor& k,
                                  const at::Tensor& v, const at::Tensor& out, const at::Tensor& lse,
                                  const at::Tensor& d_lse, const at::Tensor& bias, double scale,
-                                 const FlashForward& forward);
+                                 const FlashForward& forward,
+                                 FlashComposition composition = FlashComposition::device);
 
 /// Largest head_dim the CUDA path takes (three bias columns below FlashAttention-2's 256).
 inline constexpr int64_t kFlashCudaMaxHeadDim = 253;

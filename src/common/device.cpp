@@ -27,6 +27,12 @@ std::string device_name(const c10::Device& device) {
   return at::cuda::getDeviceProperties(device.index())->name;
 }
 
+int cuda_compute_capability(const c10::Device& device) {
+  if (!device.is_cuda()) return 0;
+  const auto* props = at::cuda::getDeviceProperties(device.has_index() ? device.index() : 0);
+  return 10 * props->major + props->minor;
+}
+
 double peak_flops(const c10::Device& device) {
   if (!device.is_cuda()) return 0.0;
   // Dense bf16 tensor-core peaks from the vendors' data sheets (SXM parts).

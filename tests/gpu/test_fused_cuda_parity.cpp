@@ -35,36 +35,6 @@ std::string dtype_name(at::ScalarType t) {
   return t == at::kFloat ? "f32" : t == at::kBFloat16 ? "bf16" : "f16";
 }
 
-/// `t` rounded to the precision the GPU side sees (inputs in dtype, parameters in float32).
-at::Tensor rounded(const at::Tensor& t, at::ScalarType type) { return t.to(type).to(at::kDouble); }
-
-parity::ArmLeaves rounded(const parity::ArmLeaves& s, at::ScalarType dtype) {
-  return {rounded(s.q, dtype), rounded(s.k, dtype), rounded(s.v, dtype), rounded(s.b, at::kFloat),
-          rounded(s.tau, at::kFloat), rounded(s.w, at::kFloat), rounded(s.c, at::kFloat)};
-}
-
-/// The rule above, for one tensor: err(fused) <= 2 err(reference in low precision) + floor.
-void expect_within_rule(const at::Tensor& fused, const at::Tensor& low, const at::Tensor& exact, double floor,
-                        const std::string& what) {
-  ASSERT_EQ(fused.defined(), exact.defined()) << what;
-  if (!exact.defined()) return;
-  const double err = parity::normalised_error(fused, exact), ref_err = parity::normalised_error(low, exact);
-  EXPECT_LE(err, 2 * ref_err + floor) << what << ": fused error " << err << ", reference error " << ref_err;
-}
-
-void expect_run_within_rule(const parity::ArmRun& f, const parity::ArmRun& l, const parity::ArmRun& e, double floor,
-                            const std::string& what) {
-  expect_within_rule(f.o, l.o, e.o, floor, what + " o");
-  expect_within_rule(f.lse, l.lse, e.lse, floor, what + " lse");
-  expect_within_rule(f.dq, l.dq, e.dq, floor, what + " dq");
-  expect_within_rule(f.dk, l.dk, e.dk, floor, what + " dk");
-  expect_within_rule(f.dv, l.dv, e.dv, floor, what + " dv");
-  expect_within_rule(f.db, l.db, e.db, floor, what + " d b_h");
-  expect_within_rule(f.dtau, l.dtau, e.dtau, floor, what + " d tau");
-  expect_within_rule(f.dw, l.dw, e.dw, floor, what + " d w");
-  expect_within_rule(f.dc, l.dc, e.dc, floor, what + " d c");
-}
-
 class CudaArmParity : public ::testing::TestWithParam<std::tuple<std::string, at::ScalarType>> {};
 
 TEST_P(CudaArmParity, FusedWithinTwiceTheReferenceError) {
@@ -73,13 +43,14 @@ TEST_P(CudaArmParity, FusedWithinTwiceTheReferenceError) {
   const auto arm = parity::arm_named(name);
   for (int64_t d : {64, 128}) {
     for (int64_t T : {1, 7, 100, 257}) {
-      const auto values = rounded(parity::arm_values(77 + T, 2, 2, T, d), dtype);
+      const auto values = parity::rounded(parity::arm_values(77 + T, 2, 2, T, d), dtype);
       const auto exact = parity::run_arm(arm, parity::as_leaves(values, at::kCPU, at::kDouble),
                                          AttentionBackend::reference);
       const auto low = parity::run_arm(arm, parity::as_leaves(values, at::kCUDA, dtype), AttentionBackend::reference);
       const auto fused = parity::run_arm(arm, parity::as_leaves(values, at::kCUDA, dtype), AttentionBackend::fused);
-      expect_run_within_rule(fused, low, exact, floor_for(dtype),
-                             name + " " + dtype_name(dtype) + " d=" + std::to_string(d) + " T=" + std::to_string(T));
+      parity::expect_run_within_rule(fused, low, exact,
+                                     name + " " + dtype_name(dtype) + " d=" + std::to_string(d) + " T=" + std::to_string(T),
+                                     {floor_for(dtype)});
     }
   }
 }
@@ -115,13 +86,13 @@ void check_kernel_case(parity::Case c, const std::string& what) {
   const auto lo = parity::run_attention(on(at::kCUDA, dtype), false);
   const auto f = parity::run_attention(on(at::kCUDA, dtype), true);
   const double fl = floor_for(dtype);
-  expect_within_rule(f.o, lo.o, e.o, fl, what + " o");
-  expect_within_rule(f.lse, lo.lse, e.lse, fl, what + " lse");
-  expect_within_rule(f.dq, lo.dq, e.dq, fl, what + " dq");
-  expect_within_rule(f.dk, lo.dk, e.dk, fl, what + " dk");
-  expect_within_rule(f.dv, lo.dv, e.dv, fl, what + " dv");
-  expect_within_rule(f.dbias, lo.dbias, e.dbias, fl, what + " d routing_bias");
-  expect_within_rule(f.dsink, lo.dsink, e.dsink, fl, what + " d b_h");
+  parity::expect_within_rule(f.o, lo.o, e.o, what + " o", fl);
+  parity::expect_within_rule(f.lse, lo.lse, e.lse, what + " lse", fl);
+  parity::expect_within_rule(f.dq, lo.dq, e.dq, what + " dq", fl);
+  parity::expect_within_rule(f.dk, lo.dk, e.dk, what + " dk", fl);
+  parity::expect_within_rule(f.dv, lo.dv, e.dv, what + " dv", fl);
+  parity::expect_within_rule(f.dbias, lo.dbias, e.dbias, what + " d routing_bias", fl);
+  parity::expect_within_rule(f.dsink, lo.dsink, e.dsink, what + " d b_h", fl);
 }
 
 TEST(CudaFusedAttention, SinkExtremesMaskedRowsAndDecode) {

@@ -4,6 +4,11 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+
 #include "attnlab/arm_attention.h"
 #include "extra_arm.h"  // before any suite enumerates the registry
 #include "parity_helpers.h"
@@ -41,7 +46,13 @@ struct ArmRun {
   at::Tensor o, lse, phantom, dq, dk, dv, db, dtau, dw, dc;
 };
 
-inline ArmRun run_arm(const ArmSpec& arm, const ArmLeaves& l, AttentionBackend backend, bool lse_in_loss = false) {
+/// The attention step of one arm call: arm_attention on a backend, or a call of one's own.
+using ArmAttend = std::function<AttentionResult(const ArmSpec&, const ArmLayerParams&, const at::Tensor& q,
+                                                const PreparedKeys&)>;
+
+/// One arm call with `attend` as its attention; `gate_backend` decides the gate (prepare_keys).
+inline ArmRun run_arm_with(const ArmSpec& arm, const ArmLeaves& l, AttentionBackend gate_backend,
+                           const ArmAttend& attend, bool lse_in_loss = false) {
   for (const auto* t : {&l.q, &l.k, &l.v, &l.b, &l.tau, &l.w, &l.c}) {
     if (t->grad().defined()) t->mutable_grad().reset();
   }
@@ -49,8 +60,8 @@ inline ArmRun run_arm(const ArmSpec& arm, const ArmLeaves& l, AttentionBackend b
   if (arm.sink == SinkKind::learned) params.sink_logit = l.b;
   if (arm.gate == GateKind::norm) params.gate_tau = l.tau;
   if (arm.gate == GateKind::projection) params.gate_w = l.w, params.gate_c = l.c;
-  const auto keys = prepare_keys(arm, params, l.k, l.v, false, backend);
-  const auto out = arm_attention(arm, params, l.q, keys, false, backend);
+  const auto keys = prepare_keys(arm, params, l.k, l.v, false, gate_backend);
+  const auto out = attend(arm, params, l.q, keys);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(17);
   const auto f64 = at::TensorOptions().dtype(at::kDouble);
   auto loss = (out.o * at::normal(0.0, 1.0, out.o.sizes(), gen, f64).to(out.o.options())).sum();
@@ -67,6 +78,12 @@ inline ArmRun run_arm(const ArmSpec& arm, const ArmLeaves& l, AttentionBackend b
           grad(l.v),   grad(l.b),     grad(l.tau), grad(l.w), grad(l.c)};
 }
 
+inline ArmRun run_arm(const ArmSpec& arm, const ArmLeaves& l, AttentionBackend backend, bool lse_in_loss = false) {
+  const ArmAttend attend = [backend](const ArmSpec& a, const ArmLayerParams& p, const at::Tensor& q,
+                                     const PreparedKeys& keys) { return arm_attention(a, p, q, keys, false, backend); };
+  return run_arm_with(arm, l, backend, attend, lse_in_loss);
+}
+
 /// Every output and gradient of two runs within `tol` (normalised error, parity_helpers.h).
 inline void expect_arm_runs_close(const ArmRun& got, const ArmRun& want, double tol, const std::string& what) {
   expect_close(got.o, want.o, tol, what + " o");
@@ -79,6 +96,101 @@ inline void expect_arm_runs_close(const ArmRun& got, const ArmRun& want, double 
   expect_close(got.dtau, want.dtau, tol, what + " d tau_h");
   expect_close(got.dw, want.dw, tol, what + " d w_h");
   expect_close(got.dc, want.dc, tol, what + " d c_h");
+}
+
+/// Values rounded to what a half-precision run sees: q, k, v in `dtype`, parameters in float32.
+inline ArmLeaves rounded(const ArmLeaves& s, at::ScalarType dtype) {
+  auto r = [](const at::Tensor& t, at::ScalarType type) { return t.to(type).to(at::kDouble); };
+  return {r(s.q, dtype), r(s.k, dtype), r(s.v, dtype), r(s.b, at::kFloat), r(s.tau, at::kFloat), r(s.w, at::kFloat),
+          r(s.c, at::kFloat)};
+}
+
+/// flash-attention's own yardstick (its tests' attention_ref with upcast=False): the arm's causal
+/// attention computed op by op in q's dtype, the routing bias and sink logit rounded to it, each
+/// product and the softmax rounding their results as LibTorch does. (The reference backend instead
+/// computes in float32 and rounds only o.) lse is returned in float32.
+inline AttentionResult attention_op_by_op(const AttentionInputs& in) {
+  const auto type = in.q.scalar_type();
+  const int64_t B = in.q.size(0), H = in.q.size(1), T = in.q.size(2);
+  auto s = at::matmul(in.q, in.k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(in.q.size(3))));
+  if (in.routing_bias.defined()) s = s + in.routing_bias.to(type).unsqueeze(-2);
+  const auto future = at::ones({T, T}, in.q.options().dtype(at::kBool)).triu(1);
+  s = s.masked_fill(future, -std::numeric_limits<double>::infinity());
+  if (in.sink_logit.defined()) s = at::cat({s, in.sink_logit.to(type).view({1, H, 1, 1}).expand({B, H, T, 1})}, -1);
+  AttentionResult out;
+  out.lse = at::logsumexp(s, -1).to(at::kFloat);
+  out.o = at::matmul(at::softmax(s, -1).narrow(-1, 0, T), in.v);
+  return out;
+}
+
+/// attention_op_by_op as the attention step of run_arm_with.
+inline ArmRun run_arm_op_by_op(const ArmSpec& arm, const ArmLeaves& l) {
+  const ArmAttend attend = [](const ArmSpec& a, const ArmLayerParams& p, const at::Tensor& q, const PreparedKeys& keys) {
+    return attention_op_by_op(arm_attention_inputs(a, p, q, keys));
+  };
+  return run_arm_with(arm, l, AttentionBackend::reference, attend, /*lse_in_loss=*/true);
+}
+
+/// flash-attention's rule for half precision: against an exact (float64) run on the same rounded
+/// inputs, the error of `got` may be at most `factor` (2) times `yardstick_error`, the error of a
+/// composed-op run in the same precision, plus `floor` for when both are tiny (normalised errors).
+inline void expect_within_rule(const at::Tensor& got, double yardstick_error, const at::Tensor& exact,
+                               const std::string& what, double floor, double factor = 2.0) {
+  ASSERT_EQ(got.defined(), exact.defined()) << what;
+  if (!exact.defined()) return;
+  const double err = normalised_error(got, exact);
+  EXPECT_LE(err, factor * yardstick_error + floor)
+      << what << ": error " << err << ", yardstick error " << yardstick_error << " (allowed " << factor << "x)";
+}
+
+/// The rule with the reference run `low` as the yardstick.
+inline void expect_within_rule(const at::Tensor& got, const at::Tensor& low, const at::Tensor& exact,
+                               const std::string& what, double floor) {
+  if (exact.defined()) ASSERT_TRUE(low.defined()) << what;
+  expect_within_rule(got, exact.defined() ? normalised_error(low, exact) : 0.0, exact, what, floor);
+}
+
+/// Floor of the rule in bfloat16 / float16: a few ulp of bfloat16's 8-bit mantissa.
+constexpr double kHalfRuleFloor = 2e-3;
+
+/// How the flash backend is held to the rule (docs/kernels.md, "Precision in bfloat16 / float16").
+struct FlashRule {
+  double floor = kHalfRuleFloor;
+  const ArmRun* op_by_op = nullptr;  ///< run_arm_op_by_op on the same leaves: a second yardstick for gradients
+  double param_factor = 2.0;         ///< for d b_h, d tau_h, d w_h, d c_h
+};
+
+/// The factor for the arm parameters' gradients in half precision. Each sums B x T per-key or per-row
+/// values, and nearly cancels: sum_j dS_ij = dlse_i per row, so d c_h, whose weights (1 - g_j) are
+/// near 1, is mostly that cancellation, and flash kernels take D_i = dO_i . o_i from the rounded o.
+/// Measured on CPU (tests/parity/test_flash_key_columns.cpp): up to 2.3x the larger yardstick error
+/// (renorm with the projection gate, d c_h, bfloat16, T = 32); every other gradient within 1.5x.
+inline constexpr double kFlashParamFactor = 3.0;
+
+/// The rule for every output and gradient of an arm run. o, lse and the phantom mass are held to the
+/// reference backend run in the same precision (`low`), which computes in float32 and rounds only o.
+/// Gradients, when rule.op_by_op is given, to the larger of its error and op_by_op's (flash-attention's
+/// own yardstick): flash kernels round P and dS to the half type before their products.
+inline void expect_run_within_rule(const ArmRun& got, const ArmRun& low, const ArmRun& exact, const std::string& what,
+                                   const FlashRule& rule = {}) {
+  expect_within_rule(got.o, low.o, exact.o, what + " o", rule.floor);
+  expect_within_rule(got.lse, low.lse, exact.lse, what + " lse", rule.floor);
+  expect_within_rule(got.phantom, low.phantom, exact.phantom, what + " phantom mass", rule.floor);
+  auto grad = [&](at::Tensor ArmRun::*field, const char* name, double factor) {
+    const auto& e = exact.*field;
+    double yardstick = e.defined() ? normalised_error(low.*field, e) : 0.0;
+    if (rule.op_by_op != nullptr && e.defined()) {
+      yardstick = std::max(yardstick, normalised_error(rule.op_by_op->*field, e));
+    }
+    expect_within_rule(got.*field, yardstick, e, what + " " + name, rule.floor, factor);
+  };
+  grad(&ArmRun::dq, "dq", 2.0);
+  grad(&ArmRun::dk, "dk", 2.0);
+  grad(&ArmRun::dv, "dv", 2.0);
+  grad(&ArmRun::db, "d b_h", rule.param_factor);
+  grad(&ArmRun::dtau, "d tau_h", rule.param_factor);
+  grad(&ArmRun::dw, "d w_h", rule.param_factor);
+  grad(&ArmRun::dc, "d c_h", rule.param_factor);
 }
 
 /// `name` as an arm; "renorm_proj" is renorm with the projection gate form (SPEC: configurable).

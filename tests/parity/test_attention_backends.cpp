@@ -49,13 +49,26 @@ TEST(AttentionBackends, AutoPicksFlashOnCpuFusedForDecodingReferenceForProbabili
   EXPECT_EQ(resolve_backend(AttentionBackend::flash, request(at::kCPU, at::kFloat, 1, 9)), AttentionBackend::flash);
 }
 
-TEST(AttentionBackends, AutoUsesReferenceOnCudaUntilGpuParityIsRecorded) {
-  // Neither the fused CUDA kernels nor the flash backend on CUDA before a recorded GPU parity run
-  // (docs/benchmarks.md).
-  for (auto dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
-    EXPECT_EQ(resolve_backend(AttentionBackend::automatic, request(at::Device(at::kCUDA, 0), dtype)),
-              AttentionBackend::reference);
+TEST(AttentionBackends, AutoPicksFlashOnCudaInHalfTypesFromSm80) {
+  const at::Device cuda(at::kCUDA, 0);
+  for (auto dtype : {at::kBFloat16, at::kHalf}) {
+    for (int capability : {80, 90, 100}) {
+      auto r = request(cuda, dtype);
+      r.cuda_capability = capability;
+      EXPECT_EQ(resolve_backend(AttentionBackend::automatic, r), AttentionBackend::flash) << capability;
+    }
+    // Before Ampere, and for float32, decoding or key masks: the reference until the fused CUDA
+    // kernels' GPU parity run is recorded (docs/kernels.md).
+    auto turing = request(cuda, dtype);
+    turing.cuda_capability = 75;
+    EXPECT_EQ(resolve_backend(AttentionBackend::automatic, turing), AttentionBackend::reference);
+    auto decoding = request(cuda, dtype, 1, 9);
+    decoding.cuda_capability = 90;
+    EXPECT_EQ(resolve_backend(AttentionBackend::automatic, decoding), AttentionBackend::reference);
   }
+  auto fp32 = request(cuda, at::kFloat);
+  fp32.cuda_capability = 90;
+  EXPECT_EQ(resolve_backend(AttentionBackend::automatic, fp32), AttentionBackend::reference);
 }
 
 // `auto` never picks silently: it names what it runs and why, once per kind of call.
@@ -87,6 +100,9 @@ TEST(AttentionBackends, FlashRefusalsNameTheReason) {
   EXPECT_NE(flash_refusal(at::kCPU, at::kFloat, 64, 1, 7, false).find("Tq = Tk"), std::string::npos);
   EXPECT_NE(flash_refusal(at::kCPU, at::kFloat, 64, 7, 7, true).find("key mask"), std::string::npos);
   EXPECT_NE(flash_refusal(at::Device(at::kCUDA, 0), at::kHalf, 256, 7, 7, false).find("head_dim"), std::string::npos);
+  EXPECT_NE(flash_refusal(at::Device(at::kCUDA, 0), at::kHalf, 64, 7, 7, false, 75).find("8.0 or newer (sm_80), got 7.5"),
+            std::string::npos);
+  EXPECT_EQ(flash_refusal(at::Device(at::kCUDA, 0), at::kHalf, 64, 7, 7, false, 80), "");
   // arm_attention passes the reason on when flash is asked for explicitly.
   const auto l = parity::make_leaves([] {
     parity::Case c;

@@ -1,0 +1,119 @@
+// The flash backend's CUDA composition, run with the CPU kernel (FlashComposition::key_columns): the
+// routing bias and the lse gradient ride in three extra head_dim columns each, as hi + mid + lo parts
+// exact in the input dtype, and head_dim is padded to a multiple of 8 (docs/kernels.md, "The flash
+// backend"). CUDA runs exactly this code around FlashAttention-2, so these tests are how CI checks
+// the GPU path's arithmetic without a GPU; tests/gpu/test_flash_cuda_parity.cpp checks the kernel.
+//
+//  - float32 and float64: every in-attention arm against the composed-op reference, as tightly as the
+//    CPU composition (test_flash_arms_parity.cpp), ordinary and extreme parameters (b_h = +-100, gate
+//    logits +-200), T in {1, 2, 63, 64, 65, 257}; head_dim 16 (padded to 24 with a bias) and 61 (64).
+//  - bfloat16 and float16, where the parts matter: flash-attention's rule (arm_runner.h), the error
+//    against a float64 run on the same rounded inputs at most twice the error of a composed-op run in
+//    the same precision, for both compositions: the reference backend for o, lse and the phantom mass,
+//    and for gradients the larger error of it and flash-attention's own op-by-op yardstick, 3x for the
+//    arm parameters' gradients (parity::expect_run_within_rule, kFlashParamFactor). T <= 32 only: see
+//    below.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "arm_runner.h"
+#include "attnlab/flash_attention.h"
+#include "parity_helpers.h"
+
+namespace attnlab {
+namespace {
+
+enum class Extremes { none, sinks_and_gates };
+
+/// Seeded values; with extremes, sinks alternate +100 / -100 over heads and gate logits sit near
+/// +200 / -200 (as in test_flash_arms_parity.cpp).
+parity::ArmLeaves values(int64_t T, int64_t d, Extremes extremes) {
+  auto l = parity::arm_values(700 + T + d, 2, 3, T, d);
+  if (extremes == Extremes::sinks_and_gates) {
+    const auto sign = at::tensor({1.0, -1.0, 1.0}, at::kDouble);
+    l.b = 100.0 * sign, l.tau = 1.0 - 25.0 * sign, l.c = 200.0 * sign;
+  }
+  return l;
+}
+
+parity::ArmRun run_flash(const ArmSpec& arm, const parity::ArmLeaves& l, FlashComposition composition) {
+  const parity::ArmAttend attend = [composition](const ArmSpec& a, const ArmLayerParams& p, const at::Tensor& q,
+                                                 const PreparedKeys& keys) {
+    return flash_attention(arm_attention_inputs(a, p, q, keys), composition);
+  };
+  return parity::run_arm_with(arm, l, AttentionBackend::flash, attend, /*lse_in_loss=*/true);
+}
+
+std::string extremes_name(Extremes e) { return e == Extremes::none ? "" : "_extreme"; }
+
+using Param = std::tuple<std::string, at::ScalarType, Extremes>;
+using HalfParam = std::tuple<std::string, at::ScalarType>;
+
+std::string param_name(const ::testing::TestParamInfo<Param>& info) {
+  const auto& [name, dtype, extremes] = info.param;
+  return name + (dtype == at::kDouble ? "_f64" : "_f32") + extremes_name(extremes);
+}
+
+std::string half_param_name(const ::testing::TestParamInfo<HalfParam>& info) {
+  const auto& [name, dtype] = info.param;
+  return name + (dtype == at::kHalf ? "_f16" : "_bf16");
+}
+
+class FlashKeyColumns : public ::testing::TestWithParam<Param> {};
+
+TEST_P(FlashKeyColumns, MatchesReferenceAtEveryLength) {
+  const auto& [name, dtype, extremes] = GetParam();
+  const auto arm = parity::arm_named(name);
+  // As test_flash_arms_parity.cpp: float64 round-off of two summation orders; float32 the CPU
+  // kernel's vectorised exp, and r_j ~ -200 rounded differently in s_ij + r_j.
+  const double tol = dtype == at::kDouble ? 1e-12 : extremes == Extremes::none ? 2e-5 : 2e-4;
+  for (int64_t d : {16, 61}) {
+    for (int64_t T : {1, 2, 63, 64, 65, 257}) {
+      const auto what = name + " d=" + std::to_string(d) + " T=" + std::to_string(T);
+      const auto l = parity::as_leaves(values(T, d, extremes), at::kCPU, dtype);
+      const auto want = parity::run_arm(arm, l, AttentionBackend::reference, /*lse_in_loss=*/true);
+      parity::expect_arm_runs_close(run_flash(arm, l, FlashComposition::key_columns), want, tol, what);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllArms, FlashKeyColumns,
+                         ::testing::Combine(::testing::ValuesIn(parity::in_attention_arm_names()),
+                                            ::testing::Values(at::kFloat, at::kDouble),
+                                            ::testing::Values(Extremes::none, Extremes::sinks_and_gates)),
+                         param_name);
+
+class FlashHalfPrecision : public ::testing::TestWithParam<HalfParam> {};
+
+TEST_P(FlashHalfPrecision, BothCompositionsWithinTwiceTheReferenceError) {
+  const auto& [name, dtype] = GetParam();
+  const auto arm = parity::arm_named(name);
+  // One block of queries: LibTorch's CPU kernel adds each 32-row query block's share of dq, dk and
+  // dv into the half-precision result, so beyond 32 rows it rounds them once per block, where
+  // FlashAttention-2 accumulates in float32 and rounds once (docs/kernels.md).
+  for (auto extremes : {Extremes::none, Extremes::sinks_and_gates}) {
+    for (int64_t T : {1, 2, 17, 32}) {
+      const auto src = parity::rounded(values(T, 64, extremes), dtype);
+      const auto exact =
+          parity::run_arm(arm, parity::as_leaves(src, at::kCPU, at::kDouble), AttentionBackend::reference, true);
+      const auto l = parity::as_leaves(src, at::kCPU, dtype);
+      const auto low = parity::run_arm(arm, l, AttentionBackend::reference, true);
+      const auto op_by_op = parity::run_arm_op_by_op(arm, l);
+      const parity::FlashRule rule{parity::kHalfRuleFloor, &op_by_op, parity::kFlashParamFactor};
+      const auto what = name + " T=" + std::to_string(T) + extremes_name(extremes);
+      parity::expect_run_within_rule(run_flash(arm, l, FlashComposition::key_columns), low, exact, what + " key columns", rule);
+      parity::expect_run_within_rule(run_flash(arm, l, FlashComposition::device), low, exact, what + " kernel mask", rule);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllArms, FlashHalfPrecision,
+                         ::testing::Combine(::testing::ValuesIn(parity::in_attention_arm_names()),
+                                            ::testing::Values(at::kBFloat16, at::kHalf)),
+                         half_param_name);
+
+}  // namespace
+}  // namespace attnlab

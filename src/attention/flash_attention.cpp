@@ -9,6 +9,7 @@
 #include <torch/autograd.h>
 
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -29,6 +30,30 @@ at::Tensor value_or_undefined(const std::optional<at::Tensor>& t) { return t.val
 
 /// b_h [H] as [1, H, 1] in lse's dtype.
 at::Tensor sink_rows(const at::Tensor& sink, const at::Tensor& lse) { return sink.to(lse.scalar_type()).view({1, -1, 1}); }
+
+/// D_i = dO_i . o_i (B, H, T) in lse's dtype, from the rounded o as the kernels take it.
+at::Tensor row_dots(const at::Tensor& d_o, const at::Tensor& o, const at::Tensor& lse) {
+  return (d_o.to(lse.scalar_type()) * o.to(lse.scalar_type())).sum(-1);
+}
+
+/// In a half type the kernels return d r_j rounded to it (one column of dk), yet the sum over keys
+/// is known in the accumulator dtype: sum_j dS_ij = p_i D_i + (1 - p_i) dlse_i in every row
+/// (docs/kernels.md, "Precision in bfloat16 / float16"). A gate parameter's gradient sums B x T such
+/// values that nearly cancel, so their rounding would dominate it. Restores the sum per (batch, head),
+/// spreading the residual over the keys in proportion to |d r_j|, the size of each one's rounding.
+at::Tensor restore_routing_grad_sum(const at::Tensor& d_bias, const at::Tensor& d_o, const at::Tensor& o,
+                                    const at::Tensor& lse, const at::Tensor& d_lse, const at::Tensor& sink) {
+  auto row_sums = d_lse.defined() ? d_lse.to(lse.scalar_type()) : at::zeros_like(lse);  // (B, H, T)
+  if (sink.defined()) {
+    const auto p = at::exp(sink_rows(sink, lse) - lse);
+    row_sums = p * row_dots(d_o, o, lse) + (1 - p) * row_sums;
+  }
+  const auto residual = row_sums.sum(-1, true) - d_bias.sum(-1, true);  // (B, H, 1)
+  const auto weight = d_bias.abs();
+  return d_bias + weight * (residual / weight.sum(-1, true).clamp_min(std::numeric_limits<float>::min()));
+}
+
+bool is_half_type(at::ScalarType type) { return type == at::kBFloat16 || type == at::kHalf; }
 
 class FlashAttentionFunction : public torch::autograd::Function<FlashAttentionFunction> {
  public:
@@ -63,10 +88,13 @@ class FlashAttentionFunction : public torch::autograd::Function<FlashAttentionFu
     const auto composition =
         ctx->saved_data["key_columns"].toBool() ? FlashComposition::key_columns : FlashComposition::device;
     auto g = detail::flash_kernel_backward(d_o, q, k, v, o, lse, d_lse, bias, scale, fwd, composition);
+    if (g.d_bias.defined() && is_half_type(q.scalar_type())) {
+      g.d_bias = restore_routing_grad_sum(g.d_bias, d_o, o, lse, d_lse, sink);
+    }
     at::Tensor d_sink;
     if (sink.defined()) {
       // d b_h = -sum_{b,i} p_i (D_i - dlse_i): one reduction in a fixed order (no atomics).
-      auto D = (d_o.to(lse.scalar_type()) * o.to(lse.scalar_type())).sum(-1);  // (B, H, T)
+      auto D = row_dots(d_o, o, lse);  // (B, H, T)
       if (d_lse.defined()) D = D - d_lse;
       const auto p = at::exp(sink_rows(sink, lse) - lse);                     // phantom mass
       d_sink = (p * D).sum(at::IntArrayRef{0, 2}).neg().to(sink.scalar_type());              // (H)

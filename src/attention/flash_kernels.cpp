@@ -19,9 +19,12 @@ constexpr double kNoDropout = 0.0;
 // keys, the lse gradient in `out`) rides in three columns, hi + mid + lo parts each exact in the half
 // type, so the kernel's float32 dot products sum them back to about float32 precision.
 constexpr int64_t kParts = 3;
-// ... and the bias is clamped below at -1000 first: exp(-1000) is 0 in float32 (nothing changes) and
-// r_j / scale stays far inside float16's range.
+// ... and the bias is clamped below at -1000 first: exp(-1000) is 0 in float32, so nothing changes
+// unless every key of a row lies below it (gate logits under -1000).
 constexpr double kBiasFloor = -1000.0;
+// r_j / scale must stay inside float16's range (65504) for its parts to be finite: with the default
+// scale 1 / sqrt(head_dim) -1000 / scale does; an explicit scale under 1/60 raises the floor.
+constexpr double kHalfKeyLimit = 60000.0;
 // FlashAttention-2 takes head dims in multiples of 8.
 constexpr int64_t kHeadDimAlign = 8;
 
@@ -152,7 +155,8 @@ ColumnOperands column_operands(const at::Tensor& q, const at::Tensor& k, const a
                                double scale, bool reserve) {
   const int64_t width = round_up(q.size(-1) + (reserve ? kParts : 0), kHeadDimAlign);
   if (!bias.defined()) return {widen(q, width), widen(k, width), widen(v, width), width};
-  const auto bias_keys = bias.to(acc_type(k.scalar_type())).clamp_min(kBiasFloor) / scale;
+  const double floor = k.scalar_type() == at::kHalf ? std::max(kBiasFloor, -kHalfKeyLimit * scale) : kBiasFloor;
+  const auto bias_keys = bias.to(acc_type(k.scalar_type())).clamp_min(floor) / scale;
   return {widen(q, width, {{1.0}, {1.0}, {1.0}}), widen(k, width, parts_of(bias_keys, k.scalar_type())),
           widen(v, width), width};
 }

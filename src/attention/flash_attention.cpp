@@ -9,7 +9,6 @@
 #include <torch/autograd.h>
 
 #include <cmath>
-#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -37,20 +36,26 @@ at::Tensor row_dots(const at::Tensor& d_o, const at::Tensor& o, const at::Tensor
 }
 
 /// In a half type the kernels return d r_j rounded to it (one column of dk), yet the sum over keys
-/// is known in the accumulator dtype: sum_j dS_ij = p_i D_i + (1 - p_i) dlse_i in every row
-/// (docs/kernels.md, "Precision in bfloat16 / float16"). A gate parameter's gradient sums B x T such
-/// values that nearly cancel, so their rounding would dominate it. Restores the sum per (batch, head),
-/// spreading the residual over the keys in proportion to |d r_j|, the size of each one's rounding.
-at::Tensor restore_routing_grad_sum(const at::Tensor& d_bias, const at::Tensor& d_o, const at::Tensor& o,
-                                    const at::Tensor& lse, const at::Tensor& d_lse, const at::Tensor& sink) {
+/// is known in the accumulator dtype: sum_j dS_ij = p_i D_i + (1 - p_i) dlse_i in every row, with
+/// D_i = dO_i . o'_i (`row_dot`) and p_i the phantom mass (docs/kernels.md, "Precision in bfloat16 /
+/// float16"). A gate parameter's gradient sums B x T such values that nearly cancel, so their
+/// rounding would dominate it. Restores the sum per (batch, head), spreading the residual over the
+/// keys in proportion to |d r_j| (a heuristic: rounding errors grow with the value; measured better
+/// than spreading evenly). With a sink the restored sum is as accurate as d b_h, whose D_i comes
+/// from the rounded o' too.
+at::Tensor restore_routing_grad_sum(const at::Tensor& d_bias, const at::Tensor& row_dot, const at::Tensor& lse,
+                                    const at::Tensor& d_lse, const at::Tensor& sink) {
   auto row_sums = d_lse.defined() ? d_lse.to(lse.scalar_type()) : at::zeros_like(lse);  // (B, H, T)
   if (sink.defined()) {
     const auto p = at::exp(sink_rows(sink, lse) - lse);
-    row_sums = p * row_dots(d_o, o, lse) + (1 - p) * row_sums;
+    row_sums = p * row_dot + (1 - p) * row_sums;
   }
   const auto residual = row_sums.sum(-1, true) - d_bias.sum(-1, true);  // (B, H, 1)
   const auto weight = d_bias.abs();
-  return d_bias + weight * (residual / weight.sum(-1, true).clamp_min(std::numeric_limits<float>::min()));
+  const auto total = weight.sum(-1, true);
+  // All-zero (or non-finite) keys of a (batch, head) take no share: no 0 / 0, no NaN spread.
+  const auto share = at::where(total > 0, weight / total, at::zeros_like(weight));
+  return d_bias + share * residual;
 }
 
 bool is_half_type(at::ScalarType type) { return type == at::kBFloat16 || type == at::kHalf; }
@@ -88,13 +93,13 @@ class FlashAttentionFunction : public torch::autograd::Function<FlashAttentionFu
     const auto composition =
         ctx->saved_data["key_columns"].toBool() ? FlashComposition::key_columns : FlashComposition::device;
     auto g = detail::flash_kernel_backward(d_o, q, k, v, o, lse, d_lse, bias, scale, fwd, composition);
-    if (g.d_bias.defined() && is_half_type(q.scalar_type())) {
-      g.d_bias = restore_routing_grad_sum(g.d_bias, d_o, o, lse, d_lse, sink);
-    }
+    const bool restore = g.d_bias.defined() && is_half_type(q.scalar_type());
+    const auto row_dot = sink.defined() ? row_dots(d_o, o, lse) : at::Tensor();  // D_i (B, H, T), with a sink
+    if (restore) g.d_bias = restore_routing_grad_sum(g.d_bias, row_dot, lse, d_lse, sink);
     at::Tensor d_sink;
     if (sink.defined()) {
       // d b_h = -sum_{b,i} p_i (D_i - dlse_i): one reduction in a fixed order (no atomics).
-      auto D = row_dots(d_o, o, lse);  // (B, H, T)
+      auto D = row_dot;
       if (d_lse.defined()) D = D - d_lse;
       const auto p = at::exp(sink_rows(sink, lse) - lse);                     // phantom mass
       d_sink = (p * D).sum(at::IntArrayRef{0, 2}).neg().to(sink.scalar_type());              // (H)

@@ -12,14 +12,37 @@
 
 namespace attnlab {
 
-/// j[key] of `where` (e.g. "provenance"); throws std::invalid_argument naming where.key when `j` is
-/// not an object, lacks the key, or the value is not a T (an integer must be one: 16.5 and true are
-/// refused, as are negative values for an unsigned T).
+namespace detail {
+
+/// "where.key", or "key" at the top level (`where` empty).
+inline std::string json_path(const std::string& where, const std::string& key) {
+  return where.empty() ? key : where + "." + key;
+}
+
+/// What a T is, for an error message.
+template <class T>
+const char* json_kind() {
+  if constexpr (std::is_same_v<T, bool>) return "true or false";
+  else if constexpr (std::is_unsigned_v<T>) return "a non-negative integer";
+  else if constexpr (std::is_integral_v<T>) return "an integer";
+  else if constexpr (std::is_floating_point_v<T>) return "a number";
+  else if constexpr (std::is_same_v<T, std::string>) return "a string";
+  else return "a value of the expected shape";
+}
+
+}  // namespace detail
+
+/// j[key], `where` being the path of `j` in its file ("" for the top level, "summary.layers[0]");
+/// throws std::invalid_argument naming the key's path, as `lacks "where.key"` or `"where.key" has
+/// the wrong type (<value>, not <kind>)`, when `j` is not an object, lacks the key, or the value is
+/// not a T (an integer must be one: 16.5 and true are refused, as are negative values for an
+/// unsigned T).
 template <class T>
 T json_field(const nlohmann::json& j, const std::string& key, const std::string& where) {
-  if (!j.is_object()) throw std::invalid_argument(where + " is not a JSON object");
+  if (!j.is_object()) throw std::invalid_argument((where.empty() ? "the file" : "\"" + where + "\"") + " is not a JSON object");
+  const auto path = detail::json_path(where, key);
   const auto it = j.find(key);
-  if (it == j.end()) throw std::invalid_argument(where + " lacks \"" + key + "\"");
+  if (it == j.end()) throw std::invalid_argument("lacks \"" + path + "\"");
   bool exact = true;
   if constexpr (std::is_same_v<T, bool>) exact = it->is_boolean();
   else if constexpr (std::is_unsigned_v<T>) exact = it->is_number_unsigned();
@@ -29,7 +52,7 @@ T json_field(const nlohmann::json& j, const std::string& key, const std::string&
     if (exact) return it->template get<T>();
   } catch (const nlohmann::json::exception&) {
   }
-  throw std::invalid_argument(where + "." + key + " has the wrong type: " + it->dump());
+  throw std::invalid_argument("\"" + path + "\" has the wrong type (" + it->dump() + ", not " + detail::json_kind<T>() + ")");
 }
 
 /// j[key] as json_field<T>, or none where it is null.

@@ -2,50 +2,37 @@
 
 #include <cmath>
 #include <limits>
-#include <type_traits>
+#include <stdexcept>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "attnlab/file_error.h"
+#include "common/json_field.h"
 
 namespace attnlab {
 namespace {
 
-// Typed access that names the key when it is missing or of another type.
+// Typed access (json_field.h) whose errors name the file and the key's path.
 class Reader {
  public:
-  Reader(const nlohmann::json& j, const std::filesystem::path& origin, std::string prefix = "")
-      : j_(j), origin_(origin), prefix_(std::move(prefix)) {
-    if (!j_.is_object()) throw FileError(origin_, (prefix_.empty() ? "" : prefix_ + ": ") + "expected a JSON object");
+  Reader(const nlohmann::json& j, const std::filesystem::path& origin, std::string path = "")
+      : j_(j), origin_(origin), path_(std::move(path)) {
+    if (!j_.is_object()) throw FileError(origin_, (path_.empty() ? "" : path_ + ": ") + "expected a JSON object");
   }
   template <class T>
   T get(const char* key) const {
-    const auto it = j_.find(key);
-    if (it == j_.end()) throw FileError(origin_, "lacks \"" + prefix_ + key + "\"");
-    // nlohmann would turn 16.5 into 16, -1 into 2^64 - 1 and true into 1: each must be written as one.
-    bool exact = true;
-    if constexpr (std::is_unsigned_v<T>) exact = it->is_number_unsigned();
-    else if constexpr (std::is_integral_v<T>) exact = it->is_number_integer();
-    else if constexpr (std::is_floating_point_v<T>) exact = it->is_number();
     try {
-      if (exact) return it->template get<T>();
-    } catch (const nlohmann::json::exception&) {
+      return json_field<T>(j_, key, path_);
+    } catch (const std::invalid_argument& e) {
+      throw FileError(origin_, e.what());
     }
-    throw FileError(origin_, "\"" + prefix_ + key + "\" has the wrong type (" + it->dump() + ", not " + kind<T>() + ")");
-  }
-  template <class T>
-  static const char* kind() {
-    if constexpr (std::is_unsigned_v<T>) return "a non-negative integer";
-    else if constexpr (std::is_integral_v<T>) return "an integer";
-    else if constexpr (std::is_floating_point_v<T>) return "a number";
-    else return "a string";
   }
   // A value of the right type that no run can have (a negative count, a loss of -1).
   template <class T>
   T at_least(const char* key, T min) const {
     const T v = get<T>(key);
-    if (!(v >= min)) throw FileError(origin_, fmt::format("\"{}{}\" is {}, below {}", prefix_, key, v, min));
+    if (!(v >= min)) throw FileError(origin_, fmt::format("\"{}\" is {}, below {}", detail::json_path(path_, key), v, min));
     return v;
   }
   // A loss: a number, or null where the writer had +inf (never evaluated).
@@ -54,17 +41,13 @@ class Reader {
     if (it != j_.end() && it->is_null()) return std::numeric_limits<double>::infinity();
     return get<double>(key);
   }
-  Reader section(const char* key) const {
-    const auto it = j_.find(key);
-    if (it == j_.end()) throw FileError(origin_, "lacks \"" + prefix_ + key + "\"");
-    return Reader(*it, origin_, prefix_ + key + ".");
-  }
+  Reader section(const char* key) const { return Reader(get<nlohmann::json>(key), origin_, detail::json_path(path_, key)); }
   bool has(const char* key) const { return j_.contains(key); }
 
  private:
-  const nlohmann::json& j_;
+  nlohmann::json j_;
   const std::filesystem::path& origin_;
-  std::string prefix_;
+  std::string path_;
 };
 
 }  // namespace

@@ -53,9 +53,10 @@ at::Tensor restore_routing_grad_sum(const at::Tensor& d_bias, const at::Tensor& 
   const auto residual = row_sums.sum(-1, true) - d_bias.sum(-1, true);  // (B, H, 1)
   const auto weight = d_bias.abs();
   const auto total = weight.sum(-1, true);
-  // All-zero (or non-finite) keys of a (batch, head) take no share: no 0 / 0, no NaN spread.
-  const auto share = at::where(total > 0, weight / total, at::zeros_like(weight));
-  return d_bias + share * residual;
+  // A (batch, head) whose d r_j are all zero, or hold an inf (float16 overflow), is left as it is:
+  // no 0 / 0, and an inf stays at its key instead of spreading NaN over the others.
+  const auto usable = (total > 0).logical_and(at::isfinite(total)).logical_and(at::isfinite(residual));
+  return at::where(usable, d_bias + weight / total * residual, d_bias);
 }
 
 bool is_half_type(at::ScalarType type) { return type == at::kBFloat16 || type == at::kHalf; }

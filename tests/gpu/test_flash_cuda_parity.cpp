@@ -112,7 +112,7 @@ TEST(CudaFlashAttention, GradientThroughLseWithSinkAndRoutingBias) {
     double yardstick = parity::normalised_error(low[i], exact[i]);
     if (i >= 2) yardstick = std::max(yardstick, parity::normalised_error(rounding_p[i], exact[i]));
     const double factor = i >= 5 ? parity::kFlashParamFactor : 2.0;  // d routing_bias, d b_h: reductions
-    const double floor = i == 1 ? parity::FlashRule{}.lse_floor : parity::kHalfRuleFloor;
+    const double floor = i == 1 ? parity::HalfRule{}.lse_floor : parity::kHalfRuleFloor;
     parity::expect_within_rule(flash[i], yardstick, exact[i], names[i], floor, factor);
   }
 }

@@ -158,7 +158,7 @@ inline void expect_within_rule(const at::Tensor& got, const at::Tensor& low, con
 constexpr double kHalfRuleFloor = 2e-3;
 
 /// How a half-precision run is held to the rule (docs/kernels.md, "Precision in bfloat16 / float16").
-struct FlashRule {
+struct HalfRule {
   double floor = kHalfRuleFloor;
   const ArmRun* rounding_p = nullptr;  ///< run_arm_rounding_p on the same leaves: a second yardstick for gradients
   double param_factor = 2.0;           ///< for d b_h, d tau_h, d w_h, d c_h
@@ -176,7 +176,7 @@ inline constexpr double kFlashParamFactor = 3.0;
 /// Gradients, when rule.rounding_p is given, to the larger of its error and rounding_p's: flash
 /// kernels round P (and dS) to the half type before their products.
 inline void expect_run_within_rule(const ArmRun& got, const ArmRun& low, const ArmRun& exact, const std::string& what,
-                                   const FlashRule& rule = {}) {
+                                   const HalfRule& rule = {}) {
   const double lse_floor = std::min(rule.floor, rule.lse_floor);
   expect_within_rule(got.o, low.o, exact.o, what + " o", rule.floor);
   expect_within_rule(got.lse, low.lse, exact.lse, what + " lse", lse_floor);

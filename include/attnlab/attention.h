@@ -26,6 +26,11 @@ struct AttentionResult {
   at::Tensor probs;  ///< [B, H, Tq, Tk] a_ij (same dtype as lse), only when asked for; masked = 0
 };
 
+/// The accumulator dtype of attention over inputs of dtype `type`: float64 for float64, float32 for
+/// every other (float32, bfloat16, float16). lse, the sink logit, the routing bias, the softmax and the
+/// gate parameters are held in it by every backend.
+at::ScalarType attention_acc_dtype(at::ScalarType type);
+
 /// Composed-op reference of SPEC section 1:
 ///   a_ij = exp(s_ij + r_j - lse_i),  lse_i = log( [sink] exp(b_h) + sum_{j visible} exp(s_ij + r_j) ),
 ///   s_ij = scale * q_i . k_j,        o_i = sum_j a_ij v_j.

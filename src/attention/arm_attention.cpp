@@ -174,7 +174,7 @@ AttentionInputs arm_attention_inputs(const ArmSpec& arm, const ArmLayerParams& p
   in.v = keys.v_read;
   in.routing_bias = keys.routing_bias;
   in.sink_logit = effective_sink_logit(arm, params, q.size(1),
-                                       q.options().dtype(q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat));
+                                       q.options().dtype(attention_acc_dtype(q.scalar_type())));
   return in;
 }
 

@@ -23,8 +23,6 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 constexpr const char* kWho = "flash_attention";
 
-at::ScalarType acc_dtype(at::ScalarType type) { return type == at::kDouble ? at::kDouble : at::kFloat; }
-
 at::Tensor value_or_undefined(const std::optional<at::Tensor>& t) { return t.value_or(at::Tensor()); }
 
 /// b_h [H] as [1, H, 1] in lse's dtype.
@@ -152,7 +150,7 @@ AttentionResult flash_attention(const AttentionInputs& in, FlashComposition comp
   const auto reason = flash_refusal(in.q.device(), type, in.q.size(3), in.q.size(2), in.k.size(2),
                                     in.key_mask.defined(), cuda_compute_capability(in.q.device()));
   if (!reason.empty()) throw std::invalid_argument(std::string(kWho) + ": " + reason);
-  const auto acc = acc_dtype(type);
+  const auto acc = attention_acc_dtype(type);
   const double scale = in.scale > 0 ? in.scale : 1.0 / std::sqrt(static_cast<double>(in.q.size(3)));
   auto optional = [acc](const at::Tensor& t) {
     return t.defined() ? std::optional<at::Tensor>(t.to(acc)) : std::nullopt;

@@ -30,8 +30,6 @@ constexpr int64_t kHeadDimAlign = 8;
 
 int64_t round_up(int64_t x, int64_t multiple) { return (x + multiple - 1) / multiple * multiple; }
 
-at::ScalarType acc_type(at::ScalarType type) { return type == at::kDouble ? at::kDouble : at::kFloat; }
-
 /// A column added by widen(): a scalar filled in, or a [B, H, T] tensor copied in.
 struct Column {
   double value = 0.0;
@@ -62,7 +60,7 @@ at::Tensor rows_contiguous(const at::Tensor& t) { return t.stride(-1) == 1 ? t :
 /// left, so that their sum in the accumulator type is x to about that type's precision (in float32
 /// and float64 the first part is x and the others 0).
 std::vector<Column> parts_of(const at::Tensor& x, at::ScalarType type, int64_t n = kParts) {
-  auto rest = x.to(acc_type(type));
+  auto rest = x.to(attention_acc_dtype(type));
   std::vector<Column> parts;
   for (int64_t i = 0; i < n; ++i) {
     parts.push_back({0.0, rest.to(type)});
@@ -156,7 +154,7 @@ ColumnOperands column_operands(const at::Tensor& q, const at::Tensor& k, const a
   const int64_t width = round_up(q.size(-1) + (reserve ? kParts : 0), kHeadDimAlign);
   if (!bias.defined()) return {widen(q, width), widen(k, width), widen(v, width), width};
   const double floor = k.scalar_type() == at::kHalf ? std::max(kBiasFloor, -kHalfKeyLimit * scale) : kBiasFloor;
-  const auto bias_keys = bias.to(acc_type(k.scalar_type())).clamp_min(floor) / scale;
+  const auto bias_keys = bias.to(attention_acc_dtype(k.scalar_type())).clamp_min(floor) / scale;
   return {widen(q, width, {{1.0}, {1.0}, {1.0}}), widen(k, width, parts_of(bias_keys, k.scalar_type())),
           widen(v, width), width};
 }

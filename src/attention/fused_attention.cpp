@@ -107,7 +107,7 @@ class FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFu
   static variable_list forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& sink,
                                const std::optional<at::Tensor>& mask, double scale, int64_t q_tile, int64_t k_tile) {
-    const auto type = q.scalar_type(), acc = detail::acc_dtype(type);
+    const auto type = q.scalar_type(), acc = attention_acc_dtype(type);
     KernelInputs t;
     t.q = detail::kernel_ready(q, type), t.k = detail::kernel_ready(k, type), t.v = detail::kernel_ready(v, type);
     t.bias = detail::kernel_ready(bias.value_or(at::Tensor()), acc);

@@ -9,6 +9,7 @@
 
 #include "attention/kernel_bridge.h"
 #include "attnlab/arm_params.h"
+#include "attnlab/attention.h"
 #include "attnlab_kernels/value_gate.h"
 #ifdef ATTNLAB_WITH_CUDA
 #include "attnlab_kernels/flash_attention_cuda.h"
@@ -64,7 +65,7 @@ class FusedGateFunction : public torch::autograd::Function<FusedGateFunction> {
   // Parameters are std::optional: autograd records no input for the gate form's unused ones.
   static variable_list forward(AutogradContext* ctx, const at::Tensor& v, const std::optional<at::Tensor>& tau,
                                const std::optional<at::Tensor>& w, const std::optional<at::Tensor>& c) {
-    const auto acc = detail::acc_dtype(v.scalar_type());
+    const auto acc = attention_acc_dtype(v.scalar_type());
     const auto vc = detail::kernel_ready(v, v.scalar_type());
     const auto tc = detail::kernel_ready(tau.value_or(at::Tensor()), acc);
     const auto wc = detail::kernel_ready(w.value_or(at::Tensor()), acc);
@@ -86,7 +87,7 @@ class FusedGateFunction : public torch::autograd::Function<FusedGateFunction> {
     if (!grads[0].defined() && !grads[1].defined()) return variable_list(4);
     const auto s = shape_of(v, w.defined());
     const auto d_gated = detail::kernel_ready(grads[0], v.scalar_type());
-    const auto d_log_gate = detail::kernel_ready(grads[1], detail::acc_dtype(v.scalar_type()));
+    const auto d_log_gate = detail::kernel_ready(grads[1], attention_acc_dtype(v.scalar_type()));
     kernels::ValueGateBackwardArgs a;
     a.fwd = forward_args(v, tau, w, c);
     a.d_gated_v = detail::ptr_or_null(d_gated), a.d_log_gate = detail::ptr_or_null(d_log_gate);

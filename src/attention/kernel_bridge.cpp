@@ -21,8 +21,6 @@ kernels::DType kernel_dtype(at::ScalarType type, const char* who) {
                               c10::toString(type));
 }
 
-at::ScalarType acc_dtype(at::ScalarType type) { return type == at::kDouble ? at::kDouble : at::kFloat; }
-
 const kernels::ParallelFor& torch_parallel_for() {
   static const kernels::ParallelFor parallel = [](int64_t n, int64_t grain, const kernels::RangeFn& body) {
     at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) { body(begin, end); });

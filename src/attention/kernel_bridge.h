@@ -12,10 +12,6 @@ namespace attnlab::detail {
 /// f32/f64/f16/bf16; throws std::invalid_argument naming `who` for any other dtype.
 kernels::DType kernel_dtype(at::ScalarType type, const char* who);
 
-/// Accumulator dtype of the kernels' side outputs (lse, sink, bias, gate parameters): double for
-/// double inputs, float otherwise.
-at::ScalarType acc_dtype(at::ScalarType type);
-
 /// at::parallel_for as the kernels' ParallelFor.
 const kernels::ParallelFor& torch_parallel_for();
 

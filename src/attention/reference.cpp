@@ -38,9 +38,11 @@ void check_attention_inputs(const AttentionInputs& in) {
     bad("key_mask must be bool [B, Tk], got " + shape_of(in.key_mask));
 }
 
+at::ScalarType attention_acc_dtype(at::ScalarType type) { return type == at::kDouble ? at::kDouble : at::kFloat; }
+
 AttentionResult reference_attention(const AttentionInputs& in, bool return_probs) {
   check_attention_inputs(in);
-  const auto dtype = in.q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  const auto dtype = attention_acc_dtype(in.q.scalar_type());
   const int64_t H = in.q.size(1), Tq = in.q.size(2), d = in.q.size(3), Tk = in.k.size(2);
   const double scale = in.scale > 0 ? in.scale : 1.0 / std::sqrt(static_cast<double>(d));
   const double inf = std::numeric_limits<double>::infinity();

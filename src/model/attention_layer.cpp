@@ -52,7 +52,7 @@ at::Tensor CausalSelfAttentionImpl::forward(const at::Tensor& x, int64_t layer,
   if (hooks && hooks->on_attention) {
     // Options from q, not lse: the sdpa backend leaves lse undefined.
     auto sink = effective_sink_logit(arm_, params, n_head_,
-                                     q.options().dtype(q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat));
+                                     q.options().dtype(attention_acc_dtype(q.scalar_type())));
     hooks->on_attention(LayerTrace{layer, q, keys, att, sink});
   }
   auto y = att.o.transpose(1, 2).contiguous().view({B, T, d_model_});  // (B, T, C)

@@ -26,7 +26,7 @@ MeasureValue read_value(const ProbeMeasure& m, const json& v, bool has_sink, boo
 
 // Every key of `obj` names a measure of the table, and every measure `wanted` is there.
 void check_measure_keys(const json& obj, bool per_head_only, const std::string& where) {
-  if (!obj.is_object()) throw std::invalid_argument(where + " is not a JSON object");
+  if (!obj.is_object()) throw std::invalid_argument("\"" + where + "\" is not a JSON object");
   for (const auto& item : obj.items()) {
     const ProbeMeasure* m = nullptr;
     try {
@@ -38,7 +38,7 @@ void check_measure_keys(const json& obj, bool per_head_only, const std::string& 
   }
   for (const auto& m : probe_measure_table())
     if ((!per_head_only || per_head(m)) && !obj.contains(m.name))
-      throw std::invalid_argument(where + " lacks \"" + m.name + "\"");
+      throw std::invalid_argument("lacks \"" + detail::json_path(where, m.name) + "\"");
 }
 
 ProbeLayerSummary read_layer(const json& j, bool has_sink, bool has_gate, const std::string& where) {
@@ -176,10 +176,10 @@ json to_json(const ProbeResult& p) {
 
 ProbeResult probe_result_from_json(const json& j) {
   ProbeResult p;
-  p.provenance = provenance_from_json(json_field<json>(j, "provenance", "probe result"));
-  p.conventions = json_field<std::vector<std::string>>(j, "conventions", "probe result");
+  p.provenance = provenance_from_json(json_field<json>(j, "provenance", ""));
+  p.conventions = json_field<std::vector<std::string>>(j, "conventions", "");
   const auto& arm = arm_by_name(p.provenance.arm);
-  p.summary = probe_summary_from_json(json_field<json>(j, "summary", "probe result"), arm.sink != SinkKind::none,
+  p.summary = probe_summary_from_json(json_field<json>(j, "summary", ""), arm.sink != SinkKind::none,
                                       arm.gate != GateKind::none);
   return p;
 }
@@ -191,10 +191,10 @@ json to_json(const InjectResult& r) {
 
 InjectResult inject_result_from_json(const json& j) {
   InjectResult r;
-  r.provenance = provenance_from_json(json_field<json>(j, "provenance", "injection result"));
-  r.options = inject_options_from_json(json_field<json>(j, "options", "injection result"));
-  r.conventions = json_field<std::vector<std::string>>(j, "conventions", "injection result");
-  r.result = inject_outcome_from_json(json_field<json>(j, "result", "injection result"));
+  r.provenance = provenance_from_json(json_field<json>(j, "provenance", ""));
+  r.options = inject_options_from_json(json_field<json>(j, "options", ""));
+  r.conventions = json_field<std::vector<std::string>>(j, "conventions", "");
+  r.result = inject_outcome_from_json(json_field<json>(j, "result", ""));
   return r;
 }
 

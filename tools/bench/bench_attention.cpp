@@ -36,10 +36,10 @@
 #include <thread>
 #include <vector>
 
-#include "attnlab/cpu_math.h"
 #include "attnlab/arm_attention.h"
 #include "attnlab/arm_params.h"
 #include "attnlab/copy_count.h"
+#include "attnlab/cpu_math.h"
 #include "attnlab/flash_attention.h"
 #include "bench_common.h"
 

@@ -39,10 +39,13 @@ struct PreparedKeys {
 ///  - flash: LibTorch's flash kernels with exact corrections for every arm (flash_attention.h);
 ///    memory O(T); the square causal case only (no KV-cache decoding, no key mask), CUDA in
 ///    bfloat16 / float16 only; never returns probabilities.
+///  - cudnn: cuDNN's fused attention under the flash backend's composition (cudnn_attention.h); CUDA
+///    in bfloat16 / float16 only, the square causal case; never returns probabilities.
 ///  - automatic: resolve_backend() below.
-enum class AttentionBackend { reference, fused, sdpa, flash, automatic };
+enum class AttentionBackend { reference, fused, sdpa, flash, cudnn, automatic };
 
-/// "auto" | "fused" | "reference" | "sdpa" | "flash"; throws std::invalid_argument naming the valid values.
+/// "auto" | "fused" | "reference" | "sdpa" | "flash" | "cudnn"; throws std::invalid_argument naming the
+/// valid values.
 AttentionBackend parse_attention_backend(const std::string& name);
 std::string to_string(AttentionBackend backend);
 
@@ -62,7 +65,9 @@ struct AttentionRequest {
 ///  - reference whenever probabilities are asked for;
 ///  - flash where flash_refusal() (flash_attention.h) has no objection: on CPU when the dtype is
 ///    float32 or float64 (where it measured faster than the tiled CPU twin, docs/benchmarks.md); on
-///    CUDA in bfloat16 / float16 (bf16 autocast) on compute capability 8.0 or newer;
+///    CUDA in bfloat16 / float16 (bf16 autocast) on compute capability 8.0 or newer, unless
+///    cudnn_record() (cudnn_attention.h) says a GPU run measured cuDNN faster and correct on the
+///    device's compute capability, when it is cudnn;
 ///  - otherwise fused on CPU; on CUDA the reference until a GPU parity run of the fused kernels is
 ///    recorded in docs/benchmarks.md.
 /// `automatic` logs what it runs and why once per kind of call (device, dtype, probabilities, key

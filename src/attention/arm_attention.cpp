@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "attnlab/cudnn_attention.h"
 #include "attnlab/device.h"
 #include "attnlab/flash_attention.h"
 #include "attnlab/fused_attention.h"
@@ -37,7 +38,11 @@ AutoChoice automatic_choice(const AttentionRequest& r) {
     return {AttentionBackend::flash, "measured faster than the fused CPU kernels (docs/benchmarks.md)"};
   }
   if (refusal.empty() && r.device.is_cuda()) {
-    return {AttentionBackend::flash, "FlashAttention-2 with the arm's exact corrections (docs/kernels.md)"};
+    const auto record = cudnn_record(r.cuda_capability);
+    const bool cudnn_serves =
+        cudnn_refusal(r.device, r.dtype, r.head_dim, r.q_len, r.k_len, r.key_mask, r.cuda_capability).empty();
+    if (record.faster_and_correct && cudnn_serves) return {AttentionBackend::cudnn, record.why};
+    return {AttentionBackend::flash, "FlashAttention-2 with the arm's exact corrections (docs/kernels.md); " + record.why};
   }
   auto why = !refusal.empty() ? "not flash: " + refusal : std::string("not flash: not measured faster for this dtype");
   if (r.device.is_cuda() && !(kFusedCudaParityRecorded && fused_cuda_compiled())) {
@@ -82,6 +87,13 @@ void require_flash_support(const AttentionRequest& r) {
   }
 }
 
+void require_cudnn_support(const AttentionRequest& r) {
+  const auto reason = cudnn_refusal(r.device, r.dtype, r.head_dim, r.q_len, r.k_len, r.key_mask, r.cuda_capability);
+  if (!reason.empty()) {
+    throw std::invalid_argument("attention backend 'cudnn': " + reason + "; use 'auto', 'flash' or 'reference'");
+  }
+}
+
 void refuse_probs(bool return_probs, const char* backend) {
   if (return_probs) {
     throw std::invalid_argument(std::string("attention backend '") + backend +
@@ -97,7 +109,9 @@ AttentionBackend parse_attention_backend(const std::string& name) {
   if (name == "reference") return AttentionBackend::reference;
   if (name == "sdpa") return AttentionBackend::sdpa;
   if (name == "flash") return AttentionBackend::flash;
-  throw std::invalid_argument("unknown attention backend '" + name + "'; valid: auto, fused, reference, sdpa, flash");
+  if (name == "cudnn") return AttentionBackend::cudnn;
+  throw std::invalid_argument("unknown attention backend '" + name +
+                              "'; valid: auto, fused, reference, sdpa, flash, cudnn");
 }
 
 std::string to_string(AttentionBackend backend) {
@@ -107,6 +121,7 @@ std::string to_string(AttentionBackend backend) {
     case AttentionBackend::reference: return "reference";
     case AttentionBackend::sdpa: return "sdpa";
     case AttentionBackend::flash: return "flash";
+    case AttentionBackend::cudnn: return "cudnn";
   }
   return "?";
 }
@@ -196,6 +211,10 @@ AttentionResult arm_attention(const ArmSpec& arm, const ArmLayerParams& params, 
       refuse_probs(return_probs, "flash");
       require_flash_support(request);
       return flash_attention(in);
+    case AttentionBackend::cudnn:
+      refuse_probs(return_probs, "cudnn");
+      require_cudnn_support(request);
+      return cudnn_attention(in);
     case AttentionBackend::automatic:
       break;  // resolve_backend never returns it
   }

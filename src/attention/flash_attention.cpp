@@ -12,6 +12,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "attention/flash_kernels.h"
 #include "attnlab/device.h"
@@ -59,14 +60,20 @@ at::Tensor restore_routing_grad_sum(const at::Tensor& d_bias, const at::Tensor& 
 
 bool is_half_type(at::ScalarType type) { return type == at::kBFloat16 || type == at::kHalf; }
 
+/// The route of a call, kept for its backward in the autograd context (which holds only IValues).
+struct RouteHolder : torch::CustomClassHolder {
+  explicit RouteHolder(detail::KernelRoute r) : route(std::move(r)) {}
+  detail::KernelRoute route;
+};
+
 class FlashAttentionFunction : public torch::autograd::Function<FlashAttentionFunction> {
  public:
   // Optional inputs are std::optional: autograd records no input for an absent one.
   static variable_list forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& sink,
-                               double scale, FlashComposition composition) {
+                               double scale, const detail::KernelRoute& route) {
     const auto b = value_or_undefined(bias), s = value_or_undefined(sink);
-    auto fwd = detail::flash_kernel_forward(q, k, v, b, scale, composition);
+    auto fwd = detail::flash_kernel_forward(q, k, v, b, scale, route);
     at::Tensor o = fwd.o, lse = fwd.lse;
     if (s.defined()) {
       const auto lse_sink = at::logaddexp(lse, sink_rows(s, lse));        // (B, H, T)
@@ -76,7 +83,8 @@ class FlashAttentionFunction : public torch::autograd::Function<FlashAttentionFu
     ctx->set_materialize_grads(false);  // an unused output's gradient stays undefined: no zeros formed
     ctx->save_for_backward({q, k, v, b, s, o, lse, fwd.philox_seed, fwd.philox_offset});
     ctx->saved_data["scale"] = scale;
-    ctx->saved_data["key_columns"] = composition == FlashComposition::key_columns;
+    ctx->saved_data["route"] = c10::IValue::make_capsule(c10::make_intrusive<RouteHolder>(route));
+    ctx->saved_data["kernel_lse_shape"] = fwd.kernel_lse_shape;
     return {o, lse};
   }
 
@@ -84,14 +92,14 @@ class FlashAttentionFunction : public torch::autograd::Function<FlashAttentionFu
     const auto saved = ctx->get_saved_variables();
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &bias = saved[3], &sink = saved[4];
     const auto &o = saved[5], &lse = saved[6];
-    const detail::FlashForward fwd{o, lse, saved[7], saved[8]};
+    const detail::FlashForward fwd{o, lse, saved[7], saved[8], ctx->saved_data["kernel_lse_shape"].toIntVector()};
     if (!grads[0].defined() && !grads[1].defined()) return variable_list(7);
     const auto d_o = grads[0].defined() ? grads[0] : at::zeros_like(o);
     const auto& d_lse = grads[1];
     const double scale = ctx->saved_data["scale"].toDouble();
-    const auto composition =
-        ctx->saved_data["key_columns"].toBool() ? FlashComposition::key_columns : FlashComposition::device;
-    auto g = detail::flash_kernel_backward(d_o, q, k, v, o, lse, d_lse, bias, scale, fwd, composition);
+    const auto& route =
+        c10::static_intrusive_pointer_cast<RouteHolder>(ctx->saved_data["route"].toCapsule())->route;
+    auto g = detail::flash_kernel_backward(d_o, q, k, v, o, lse, d_lse, bias, scale, fwd, route);
     const bool restore = g.d_bias.defined() && is_half_type(q.scalar_type());
     const auto row_dot = sink.defined() ? row_dots(d_o, o, lse) : at::Tensor();  // D_i (B, H, T), with a sink
     if (restore) g.d_bias = restore_routing_grad_sum(g.d_bias, row_dot, lse, d_lse, sink);
@@ -106,16 +114,6 @@ class FlashAttentionFunction : public torch::autograd::Function<FlashAttentionFu
     return {g.dq, g.dk, g.dv, g.d_bias, d_sink, at::Tensor(), at::Tensor()};
   }
 };
-
-void check_same_device(const AttentionInputs& in) {
-  const auto device = in.q.device();
-  for (const auto* t : {&in.k, &in.v, &in.routing_bias, &in.sink_logit}) {
-    if (t->defined() && t->device() != device) {
-      throw std::invalid_argument(std::string(kWho) + ": every input must be on " + device.str() + ", got one on " +
-                                  t->device().str());
-    }
-  }
-}
 
 }  // namespace
 
@@ -143,24 +141,42 @@ std::string flash_refusal(const at::Device& device, at::ScalarType dtype, int64_
   return "";
 }
 
-AttentionResult flash_attention(const AttentionInputs& in, FlashComposition composition) {
-  check_attention_inputs(in);
-  check_same_device(in);
+namespace detail {
+
+void check_same_device(const AttentionInputs& in, const char* who) {
+  const auto device = in.q.device();
+  for (const auto* t : {&in.k, &in.v, &in.routing_bias, &in.sink_logit}) {
+    if (t->defined() && t->device() != device) {
+      throw std::invalid_argument(std::string(who) + ": every input must be on " + device.str() + ", got one on " +
+                                  t->device().str());
+    }
+  }
+}
+
+AttentionResult composed_kernel_attention(const AttentionInputs& in, const KernelRoute& route) {
   const auto type = in.q.scalar_type();
-  const auto reason = flash_refusal(in.q.device(), type, in.q.size(3), in.q.size(2), in.k.size(2),
-                                    in.key_mask.defined(), cuda_compute_capability(in.q.device()));
-  if (!reason.empty()) throw std::invalid_argument(std::string(kWho) + ": " + reason);
   const auto acc = attention_acc_dtype(type);
   const double scale = in.scale > 0 ? in.scale : 1.0 / std::sqrt(static_cast<double>(in.q.size(3)));
   auto optional = [acc](const at::Tensor& t) {
     return t.defined() ? std::optional<at::Tensor>(t.to(acc)) : std::nullopt;
   };
   auto outs = FlashAttentionFunction::apply(in.q, in.k.to(type), in.v.to(type), optional(in.routing_bias),
-                                            optional(in.sink_logit), scale, composition);
+                                            optional(in.sink_logit), scale, route);
   AttentionResult result;
   result.o = outs[0];    // (B, H, T, d)
   result.lse = outs[1];  // (B, H, T)
   return result;
+}
+
+}  // namespace detail
+
+AttentionResult flash_attention(const AttentionInputs& in, FlashComposition composition) {
+  check_attention_inputs(in);
+  detail::check_same_device(in, kWho);
+  const auto reason = flash_refusal(in.q.device(), in.q.scalar_type(), in.q.size(3), in.q.size(2), in.k.size(2),
+                                    in.key_mask.defined(), cuda_compute_capability(in.q.device()));
+  if (!reason.empty()) throw std::invalid_argument(std::string(kWho) + ": " + reason);
+  return detail::composed_kernel_attention(in, {composition, nullptr});
 }
 
 }  // namespace attnlab

@@ -72,24 +72,24 @@ std::vector<Column> parts_of(const at::Tensor& x, at::ScalarType type, int64_t n
 /// How many parts a float32 quantity needs in `type`: one in float32 and float64, kParts in half types.
 int64_t parts_needed(at::ScalarType type) { return type == at::kFloat || type == at::kDouble ? 1 : kParts; }
 
-// ---- The device's kernel pair on operands already prepared. Only the CPU kernel takes a mask. ----
+// ---- LibTorch's flash kernels of the device on operands already prepared. Only the CPU kernel takes a mask. ----
 
-FlashForward kernel_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                            const std::optional<at::Tensor>& mask, double scale) {
+FlashForward device_flash_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                  const std::optional<at::Tensor>& mask, double scale) {
   if (q.is_cuda()) {
     auto r = at::_scaled_dot_product_flash_attention(q, k, v, kNoDropout, kCausal, /*return_debug_mask=*/false, scale);
     // The kernel's lse may be padded along the rows: keep the first T.
-    return {std::get<0>(r), std::get<1>(r).narrow(-1, 0, q.size(2)), std::get<6>(r), std::get<7>(r)};
+    return {std::get<0>(r), std::get<1>(r).narrow(-1, 0, q.size(2)), std::get<6>(r), std::get<7>(r), {}};
   }
   auto [o, lse] = at::_scaled_dot_product_flash_attention_for_cpu(q, k, v, kNoDropout, kCausal, mask, scale);
-  return {o, lse, {}, {}};
+  return {o, lse, {}, {}, {}};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> kernel_backward(const at::Tensor& d_o, const at::Tensor& q,
-                                                               const at::Tensor& k, const at::Tensor& v,
-                                                               const at::Tensor& out, const at::Tensor& lse,
-                                                               const std::optional<at::Tensor>& mask, double scale,
-                                                               const FlashForward& forward) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> device_flash_backward(const at::Tensor& d_o, const at::Tensor& q,
+                                                                     const at::Tensor& k, const at::Tensor& v,
+                                                                     const at::Tensor& out, const at::Tensor& lse,
+                                                                     const std::optional<at::Tensor>& mask,
+                                                                     double scale, const FlashForward& forward) {
   if (q.is_cuda()) {
     const int64_t T = q.size(2);
     return at::_scaled_dot_product_flash_attention_backward(
@@ -98,6 +98,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> kernel_backward(const at::Tensor&
   }
   return at::_scaled_dot_product_flash_attention_for_cpu_backward(d_o, q, k, v, out, lse, kNoDropout, kCausal, mask,
                                                                  scale);
+}
+
+const KernelCalls& calls_of(const KernelRoute& route) {
+  static const KernelCalls device_flash{device_flash_forward, device_flash_backward};
+  return route.calls ? *route.calls : device_flash;
 }
 
 FlashGrads narrowed(const std::tuple<at::Tensor, at::Tensor, at::Tensor>& grads, int64_t d) {
@@ -112,16 +117,16 @@ std::optional<at::Tensor> bias_mask(const at::Tensor& bias) {
   return bias.unsqueeze(2);  // [B, H, 1, T]: the kernel broadcasts a size-1 query dimension
 }
 
-FlashForward mask_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& bias,
-                          double scale) {
-  return kernel_forward(q, k, v, bias_mask(bias), scale);
+FlashForward mask_forward(const KernelCalls& calls, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                          const at::Tensor& bias, double scale) {
+  return calls.forward(q, k, v, bias_mask(bias), scale);
 }
 
-FlashGrads mask_backward(const at::Tensor& d_o, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                         const at::Tensor& out, const at::Tensor& lse, const at::Tensor& d_lse, const at::Tensor& bias,
-                         double scale, const FlashForward& forward) {
+FlashGrads mask_backward(const KernelCalls& calls, const at::Tensor& d_o, const at::Tensor& q, const at::Tensor& k,
+                         const at::Tensor& v, const at::Tensor& out, const at::Tensor& lse, const at::Tensor& d_lse,
+                         const at::Tensor& bias, double scale, const FlashForward& forward) {
   if (!bias.defined() && !d_lse.defined()) {
-    return narrowed(kernel_backward(d_o, q, k, v, out, lse, std::nullopt, scale, forward), q.size(-1));
+    return narrowed(calls.backward(d_o, q, k, v, out, lse, std::nullopt, scale, forward), q.size(-1));
   }
   // One more column (flash_kernels.h): q 1, k 0, v 0, giving d_bias in dk. With d_lse, out carries
   // -d_lse against d_o 1 in as many columns as its parts need (one, or three in half types).
@@ -131,9 +136,9 @@ FlashGrads mask_backward(const at::Tensor& d_o, const at::Tensor& q, const at::T
                                   : std::vector<Column>{};
   const int64_t width = d + std::max<int64_t>(1, static_cast<int64_t>(lse_parts.size()));
   const std::vector<Column> ones(lse_parts.size(), Column{1.0});
-  const auto grads = kernel_backward(widen(d_o, width, ones), widen(q, width, {{1.0}}), widen(k, width),
-                                     widen(v, width), widen(out, width, lse_parts), lse, bias_mask(bias), scale,
-                                     forward);
+  const auto grads = calls.backward(widen(d_o, width, ones), widen(q, width, {{1.0}}), widen(k, width),
+                                    widen(v, width), widen(out, width, lse_parts), lse, bias_mask(bias), scale,
+                                    forward);
   auto g = narrowed(grads, d);
   if (bias.defined()) g.d_bias = std::get<1>(grads).select(-1, d).to(bias.scalar_type()) / scale;
   return g;
@@ -159,17 +164,17 @@ ColumnOperands column_operands(const at::Tensor& q, const at::Tensor& k, const a
           widen(v, width), width};
 }
 
-FlashForward column_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& bias,
-                            double scale) {
+FlashForward column_forward(const KernelCalls& calls, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const at::Tensor& bias, double scale) {
   const auto ops = column_operands(q, k, v, bias, scale, bias.defined());
-  auto f = kernel_forward(ops.q, ops.k, ops.v, std::nullopt, scale);
+  auto f = calls.forward(ops.q, ops.k, ops.v, std::nullopt, scale);
   f.o = f.o.narrow(-1, 0, q.size(-1));
   return f;
 }
 
-FlashGrads column_backward(const at::Tensor& d_o, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                           const at::Tensor& out, const at::Tensor& lse, const at::Tensor& d_lse, const at::Tensor& bias,
-                           double scale, const FlashForward& forward) {
+FlashGrads column_backward(const KernelCalls& calls, const at::Tensor& d_o, const at::Tensor& q, const at::Tensor& k,
+                           const at::Tensor& v, const at::Tensor& out, const at::Tensor& lse, const at::Tensor& d_lse,
+                           const at::Tensor& bias, double scale, const FlashForward& forward) {
   const int64_t d = q.size(-1);
   const bool lse_grad = d_lse.defined();
   const auto ops = column_operands(q, k, v, bias, scale, bias.defined() || lse_grad);
@@ -178,32 +183,36 @@ FlashGrads column_backward(const at::Tensor& d_o, const at::Tensor& q, const at:
   const auto d_o_w = lse_grad ? widen(d_o, ops.width, {{1.0}, {1.0}, {1.0}}) : widen(d_o, ops.width);
   const auto out_w = lse_grad ? widen(out, ops.width, parts_of(at::neg(d_lse), out.scalar_type()))
                               : widen(out, ops.width);
-  const auto grads = kernel_backward(d_o_w, ops.q, ops.k, ops.v, out_w, lse, std::nullopt, scale, forward);
+  const auto grads = calls.backward(d_o_w, ops.q, ops.k, ops.v, out_w, lse, std::nullopt, scale, forward);
   auto g = narrowed(grads, d);
   if (bias.defined()) g.d_bias = std::get<1>(grads).select(-1, d).to(bias.scalar_type()) / scale;
   return g;
 }
 
-bool uses_key_columns(const at::Tensor& q, FlashComposition composition) {
-  return q.is_cuda() || composition == FlashComposition::key_columns;
+bool uses_key_columns(const at::Tensor& q, const KernelRoute& route) {
+  return q.is_cuda() || route.composition == FlashComposition::key_columns;
 }
 
 }  // namespace
 
 FlashForward flash_kernel_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                  const at::Tensor& bias, double scale, FlashComposition composition) {
+                                  const at::Tensor& bias, double scale, const KernelRoute& route) {
   const auto qc = rows_contiguous(q), kc = rows_contiguous(k), vc = rows_contiguous(v);
-  return uses_key_columns(q, composition) ? column_forward(qc, kc, vc, bias, scale) : mask_forward(qc, kc, vc, bias, scale);
+  const auto& calls = calls_of(route);
+  return uses_key_columns(q, route) ? column_forward(calls, qc, kc, vc, bias, scale)
+                                    : mask_forward(calls, qc, kc, vc, bias, scale);
 }
 
 FlashGrads flash_kernel_backward(const at::Tensor& d_o, const at::Tensor& q, const at::Tensor& k,
                                  const at::Tensor& v, const at::Tensor& out, const at::Tensor& lse,
                                  const at::Tensor& d_lse, const at::Tensor& bias, double scale,
-                                 const FlashForward& forward, FlashComposition composition) {
+                                 const FlashForward& forward, const KernelRoute& route) {
   const auto qc = rows_contiguous(q), kc = rows_contiguous(k), vc = rows_contiguous(v);
   const auto d_oc = rows_contiguous(d_o);
-  return uses_key_columns(q, composition) ? column_backward(d_oc, qc, kc, vc, out, lse, d_lse, bias, scale, forward)
-                                          : mask_backward(d_oc, qc, kc, vc, out, lse, d_lse, bias, scale, forward);
+  const auto& calls = calls_of(route);
+  return uses_key_columns(q, route)
+             ? column_backward(calls, d_oc, qc, kc, vc, out, lse, d_lse, bias, scale, forward)
+             : mask_backward(calls, d_oc, qc, kc, vc, out, lse, d_lse, bias, scale, forward);
 }
 
 }  // namespace attnlab::detail

@@ -208,9 +208,9 @@ void validate(const RunConfig& c) {
   } catch (const std::invalid_argument& e) {
     throw ConfigError(e.what());
   }
-  const std::set<std::string> backends = {"auto", "fused", "reference", "sdpa", "flash"};
+  const std::set<std::string> backends = {"auto", "fused", "reference", "sdpa", "flash", "cudnn"};
   require(backends.count(c.attention.backend) > 0,
-          "attention.backend: '" + c.attention.backend + "' is not one of auto, fused, reference, sdpa, flash");
+          "attention.backend: '" + c.attention.backend + "' is not one of auto, fused, reference, sdpa, flash, cudnn");
   const auto arm = c.model.arm_spec();
   require(c.attention.backend != "sdpa" || (arm.sink == SinkKind::none && arm.gate == GateKind::none),
           "attention.backend: sdpa computes plain softmax only; model.arm '" + c.model.arm + "' needs fused, flash or reference");

@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -44,6 +45,13 @@ inline std::vector<uint16_t> phrase_tokens(size_t n, uint32_t seed) {
   return out;
 }
 
+/// The source tree: ATTNLAB_SOURCE_DIR from the environment where set (a prebuilt GPU bundle runs on
+/// another machine than it was built on: scripts/gpu_check.sh sets it), else the one built from.
+inline fs::path source_dir() {
+  const char* env = std::getenv("ATTNLAB_SOURCE_DIR");
+  return env && *env ? fs::path(env) : fs::path(ATTNLAB_SOURCE_DIR);
+}
+
 inline std::vector<nlohmann::json> metrics_of(const fs::path& run) {
   std::vector<nlohmann::json> lines;
   std::ifstream in(run / "metrics.jsonl");
@@ -62,7 +70,7 @@ class MicroRuns : public ::testing::Test {
     write_llmc_shard(dir_ / "data/toy_train_000001.bin", phrase_tokens(60000, 2));
     std::ofstream(dir_ / "data/tokenizer.json") << R"({"tokenizer": "sentencepiece", "vocab_size": 4096, "source": "test"})";
     std::ofstream(dir_ / "run.yaml")
-        << "include: ['" << ATTNLAB_SOURCE_DIR << "/configs/tiers/micro.yaml']\n"
+        << "include: ['" << (source_dir() / "configs/tiers/micro.yaml").string() << "']\n"
         << "seed: 3\nmodel: {arm: combo2}\n"
         << "data: {train: '" << (dir_ / "data/*_train_*.bin").string() << "', val: '"
         << (dir_ / "data/*_val_*.bin").string() << "', val_tokens: 2048}\n"

@@ -60,7 +60,7 @@ TEST_P(CudaFlashArmParity, FlashWithinTwiceTheReferenceError) {
         parity::expect_run_within_rule(flash, low, exact,
                                name + " " + dtype_name(dtype) + " d=" + std::to_string(d) + " T=" + std::to_string(T) +
                                    (extreme ? " extreme" : ""),
-                                       {parity::kHalfRuleFloor, &rounding_p, parity::kFlashParamFactor});
+                                       {parity::kHalfRuleFloor, 2.0, parity::kFlashParamFactor}, &rounding_p);
       }
     }
   }

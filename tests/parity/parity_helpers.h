@@ -14,6 +14,7 @@
 
 #include "attnlab/attention.h"
 #include "attnlab/fused_attention.h"
+#include "attnlab/half_precision_rule.h"
 
 namespace attnlab::parity {
 
@@ -90,15 +91,8 @@ inline Run run_attention(const Leaves& l, bool fused, const FusedTiling& tiling 
   return {out.o.detach(), out.lse.detach(), grad(l.q), grad(l.k), grad(l.v), grad(l.bias), grad(l.sink)};
 }
 
-/// max |a - b| / max(1, max |b|): absolute error for O(1) values, relative for large ones (lse near
-/// a sink logit of 100, gradients summed over many queries). -inf entries must match exactly.
-inline double normalised_error(const at::Tensor& a, const at::Tensor& b) {
-  auto x = a.detach().to(at::kCPU, at::kDouble), y = b.detach().to(at::kCPU, at::kDouble);
-  auto both_inf = at::isinf(x).logical_and(at::isinf(y)).logical_and(x == y);
-  auto diff = at::where(both_inf, at::zeros_like(x), (x - y).abs());
-  auto scale = std::max(1.0, at::where(at::isfinite(y), y.abs(), at::zeros_like(y)).max().item<double>());
-  return diff.max().item<double>() / scale;
-}
+/// max |a - b| / max(1, max |b|): the library's (half_precision_rule.h), which the rule uses too.
+using attnlab::normalised_error;
 
 inline void expect_close(const at::Tensor& got, const at::Tensor& want, double tol, const std::string& what) {
   ASSERT_EQ(got.defined(), want.defined()) << what << ": one side is missing";

@@ -103,7 +103,7 @@ TEST_F(ConfigTest, ImpossibleValuesNameTheKey) {
   EXPECT_EQ(error_of("run.yaml", {"train.tokens_per_step=100"}),
             "train.tokens_per_step = 100 must be a multiple of train.batch_size * train.seq_len = 64");
   EXPECT_EQ(error_of("run.yaml", {"attention.backend=fast"}),
-            "attention.backend: 'fast' is not one of auto, fused, reference, sdpa, flash");
+            "attention.backend: 'fast' is not one of auto, fused, reference, sdpa, flash, cudnn");
   EXPECT_NE(error_of("run.yaml", {"attention.backend=sdpa"}).find("model.arm 'combo2'"), std::string::npos);
   EXPECT_EQ(error_of("run.yaml", {"optim.beta2=1"}), "optim.beta2: must lie in [0, 1)");
   EXPECT_EQ(error_of("run.yaml", {"model.routing_gate=sparse"}),

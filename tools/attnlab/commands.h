@@ -49,5 +49,6 @@ void add_export_hf_command(CLI::App& app);
 void add_import_hf_command(CLI::App& app);
 void add_sample_command(CLI::App& app);
 void add_watch_command(CLI::App& app);
+void add_self_check_command(CLI::App& app);
 
 }  // namespace attnlab::cli

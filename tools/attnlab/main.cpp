@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   attnlab::cli::add_import_hf_command(app);
   attnlab::cli::add_sample_command(app);
   attnlab::cli::add_watch_command(app);
+  attnlab::cli::add_self_check_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -5,8 +5,9 @@
 //   bench_attention                      # CPU set: B=2 H=4 d=64 T in {128, 256, 512, 1024}, float32
 //   bench_attention --device cuda        # GPU set: B=8 H=12 d=64 T in {1024, 2048, 4096}, bfloat16
 //
-// Ratios: each arm's time over its own backend's baseline at the same T, and each row's over plain
-// SDPA's baseline (the speed yardstick). Copies: aten::copy_ calls of one forward+backward
+// Ratios: each arm's time over its own backend's baseline at the same T, each row's over plain
+// SDPA's baseline (the speed yardstick), and over the same arm on flash (cuDNN against
+// FlashAttention-2: what `auto`'s table in docs/kernels.md records). Copies: aten::copy_ calls of one forward+backward
 // (copy_count.h), counted once outside the timed runs.
 //
 // FLOPs are the useful causal ones, the same for every backend: forward 4 B H d P with P the number
@@ -40,6 +41,7 @@
 #include "attnlab/arm_params.h"
 #include "attnlab/copy_count.h"
 #include "attnlab/cpu_math.h"
+#include "attnlab/cudnn_attention.h"
 #include "attnlab/flash_attention.h"
 #include "bench_common.h"
 
@@ -240,6 +242,8 @@ std::vector<std::string> backends_for(const Setup& s, const std::string& arm) {
   std::vector<std::string> all{"fused", "reference"};
   if (attnlab::flash_refusal(at::Device(s.device), parse_dtype(s.dtype), s.d, 2, 2, false).empty())
     all.insert(all.begin() + 1, "flash");
+  if (attnlab::cudnn_refusal(at::Device(s.device), parse_dtype(s.dtype), s.d, 2, 2, false).empty())
+    all.insert(all.begin() + 1, "cudnn");
   if (arm == "baseline") all.push_back("sdpa");
   if (s.backends.empty()) return all;
   std::vector<std::string> chosen;
@@ -269,23 +273,29 @@ std::string ratio(double num, const Row* den, bool backward) {
 
 void print_table(const Setup& s, const std::vector<Row>& rows) {
   std::map<std::pair<int64_t, std::string>, const Row*> base;  // (T, backend) -> baseline row
-  for (const auto& r : rows)
+  std::map<std::pair<int64_t, std::string>, const Row*> flash;  // (T, arm) -> the arm's flash row
+  for (const auto& r : rows) {
     if (r.arm == "baseline") base[{r.T, r.backend}] = &r;
+    if (r.backend == "flash") flash[{r.T, r.arm}] = &r;
+  }
   std::cout << "\n| T | arm | backend | fwd ms | fwd TFLOP/s | fwd peak MiB | fwd+bwd ms | fwd+bwd TFLOP/s | "
-               "fwd+bwd peak MiB | copies fwd / fwd+bwd | fwd / baseline | fwd+bwd / baseline | fwd+bwd / sdpa |\n"
-            << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+               "fwd+bwd peak MiB | copies fwd / fwd+bwd | fwd / baseline | fwd+bwd / baseline | fwd+bwd / sdpa | "
+               "fwd+bwd / flash |\n"
+            << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   const double mib = 1024.0 * 1024.0;
   for (const auto& r : rows) {
     const auto own = base.find({r.T, r.backend});
     const Row* b = own == base.end() ? nullptr : own->second;
     const auto sdpa = base.find({r.T, "sdpa"});
     const Row* y = sdpa == base.end() ? nullptr : sdpa->second;
+    const auto own_flash = flash.find({r.T, r.arm});
+    const Row* f = own_flash == flash.end() ? nullptr : own_flash->second;
     std::cout << "| " << r.T << " | " << r.arm << " | " << r.backend << " | " << fmt(r.fwd.ms, 2) << " | "
               << fmt(causal_flops(s, r.T, false) / (r.fwd.ms * 1e9), 3) << " | " << fmt(r.fwd.peak_bytes / mib, 1)
               << " | " << fmt(r.fwd_bwd.ms, 2) << " | " << fmt(causal_flops(s, r.T, true) / (r.fwd_bwd.ms * 1e9), 3)
               << " | " << fmt(r.fwd_bwd.peak_bytes / mib, 1) << " | " << r.fwd.copies << " / " << r.fwd_bwd.copies
               << " | " << ratio(r.fwd.ms, b, false) << " | " << ratio(r.fwd_bwd.ms, b, true) << " | "
-              << ratio(r.fwd_bwd.ms, y, true) << " |\n";
+              << ratio(r.fwd_bwd.ms, y, true) << " | " << ratio(r.fwd_bwd.ms, f, true) << " |\n";
   }
 }
 
@@ -366,7 +376,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", s.threads, "intra-op threads (0 = LibTorch's default)")->default_val(0);
   app.add_flag("--child", child, "internal: measure one case's peak memory and print PEAK bytes");
   app.add_option("--backends", s.backends,
-                 "backends to time (default: fused, flash where it runs, reference, and sdpa for baseline)");
+                 "backends to time (default: fused, flash and cudnn where they run, reference, and sdpa for "
+                 "baseline)");
   app.add_option("--backend", backend, "internal (--child): the backend");
   app.add_flag("--backward", backward, "internal (--child): forward+backward");
   CLI11_PARSE(app, argc, argv);

@@ -10,6 +10,9 @@ steps. The first `--skip` steps are warm-up (allocator, cuDNN/cuBLAS heuristics)
 Prints a Markdown table: per (arm, backend) the median step ms, tokens/s, MFU (CUDA; the trainer's
 6N + 12 L d T FLOPs per token over the device's dense bf16 peak) and the step time over baseline's on
 the same backend. Runs that fail (a backend that cannot serve an arm) are listed, not fatal.
+--runs orders the runs ("baseline/flash,*/cudnn": arm/backend, * for every arm); with --deadline
+(seconds), a run that would start too late to finish in time (judged by the longest run so far) is
+listed as not run, and one still running at the deadline is stopped, so the table is always printed.
 Standard library only: the GPU machine's python needs nothing beyond itself.
 """
 import argparse
@@ -20,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,7 +64,11 @@ def main():
     ap.add_argument("--attnlab", default=str(REPO / "build/attnlab"))
     ap.add_argument("--set", action="append", default=[], help="extra attnlab override KEY=VALUE")
     ap.add_argument("--keep", help="keep the run directories here (default: a temporary directory)")
+    ap.add_argument("--runs", help="arm/backend pairs in order, * for every arm of --arms (default: each backend "
+                                   "of --backends over every arm of --arms)")
+    ap.add_argument("--deadline", type=float, default=0, help="seconds the whole benchmark may take (0: no limit)")
     args = ap.parse_args()
+    start = time.monotonic()
 
     vocab, seq = tier_value(args.tier, "vocab_size"), tier_value(args.tier, "seq_len")
     batch = args.batch or tier_value(args.tier, "batch_size")
@@ -76,25 +84,35 @@ def main():
             f"include:\n  - {REPO / 'configs/tiers' / (args.tier + '.yaml')}\nseed: 1\n"
             f"data: {{train: '{root}/bench_train_*.bin', val: '{root}/bench_val_*.bin', val_tokens: {4 * seq}}}\n"
             "eval: {every: 1000000}\ncheckpoint: {every: 1000000, keep_last: 1}\n")
-        for backend in args.backends.split(","):
-            for arm in args.arms.split(","):
-                out = root / f"{arm}_{backend}"
-                cmd = [args.attnlab, "train", "--config", str(root / "run.yaml"), "--set", f"out_dir={out}",
-                       "--set", f"model.arm={arm}", "--set", f"attention.backend={backend}",
-                       "--set", f"train.device={args.device}", "--set", f"train.threads={args.threads}",
-                       "--set", f"train.batch_size={batch}", "--set", f"train.tokens_per_step={per_step}",
-                       "--set", f"train.max_steps={args.steps}"] + [x for s in args.set for x in ("--set", s)]
-                done = subprocess.run(cmd, capture_output=True, text=True)
-                if done.returncode != 0:
-                    failures.append(f"{arm} / {backend}: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
-                    print(f"{arm} {backend}: FAILED", file=sys.stderr)
-                    continue
-                lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-                steps = [x for x in lines if "train_loss" in x][args.skip:]
-                ms = statistics.median(per_step / x["tokens_per_s"] * 1e3 for x in steps)
-                mfu = statistics.median(x["mfu"] for x in steps) if steps and "mfu" in steps[0] else None
-                rows.append((arm, backend, ms, per_step / ms * 1e3, mfu))
-                print(f"{arm} {backend}: {ms:.1f} ms/step", file=sys.stderr)
+        longest, skipped = 0.0, []
+        for arm, backend in planned_runs(args):
+            left = args.deadline - (time.monotonic() - start) if args.deadline else None
+            if left is not None and (left <= 0 or left < longest):
+                skipped.append(f"{arm} / {backend}")
+                continue
+            t0 = time.monotonic()
+            out = root / f"{arm}_{backend}"
+            cmd = [args.attnlab, "train", "--config", str(root / "run.yaml"), "--set", f"out_dir={out}",
+                   "--set", f"model.arm={arm}", "--set", f"attention.backend={backend}",
+                   "--set", f"train.device={args.device}", "--set", f"train.threads={args.threads}",
+                   "--set", f"train.batch_size={batch}", "--set", f"train.tokens_per_step={per_step}",
+                   "--set", f"train.max_steps={args.steps}"] + [x for s in args.set for x in ("--set", s)]
+            try:
+                done = subprocess.run(cmd, capture_output=True, text=True, timeout=left)
+            except subprocess.TimeoutExpired:
+                failures.append(f"{arm} / {backend}: stopped at the deadline")
+                continue
+            longest = max(longest, time.monotonic() - t0)
+            if done.returncode != 0:
+                failures.append(f"{arm} / {backend}: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
+                print(f"{arm} {backend}: FAILED", file=sys.stderr)
+                continue
+            lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+            steps = [x for x in lines if "train_loss" in x][args.skip:]
+            ms = statistics.median(per_step / x["tokens_per_s"] * 1e3 for x in steps)
+            mfu = statistics.median(x["mfu"] for x in steps) if steps and "mfu" in steps[0] else None
+            rows.append((arm, backend, ms, per_step / ms * 1e3, mfu))
+            print(f"{arm} {backend}: {ms:.1f} ms/step", file=sys.stderr)
     base = {b: ms for arm, b, ms, _, _ in rows if arm == "baseline"}
     print(f"# {args.tier} on {args.device}: batch {batch} x {seq} tokens, {per_step} tokens per step, "
           f"{args.steps} steps (first {args.skip} dropped), median\n")
@@ -105,6 +123,23 @@ def main():
         print(f"| {arm} | {backend} | {ms:.1f} | {tps:,.0f} | {'-' if mfu is None else f'{100 * mfu:.1f}%'} | {ratio} |")
     for f in failures:
         print(f"\nfailed: {f}")
+    if skipped:
+        print(f"\nnot run (the deadline of {args.deadline:.0f} s): {', '.join(skipped)}")
+
+
+def planned_runs(args):
+    """(arm, backend) in the order --runs gives, or every arm for each backend; each once."""
+    arms = args.arms.split(",")
+    if args.runs:
+        pairs = [p.split("/") for p in args.runs.split(",")]
+    else:
+        pairs = [("*", b) for b in args.backends.split(",")]
+    runs = []
+    for arm, backend in pairs:
+        for a in arms if arm == "*" else [arm]:
+            if (a, backend) not in runs:
+                runs.append((a, backend))
+    return runs
 
 
 if __name__ == "__main__":

@@ -1,0 +1,148 @@
+// The cuDNN route on CUDA (at::_scaled_dot_product_cudnn_attention and its backward, label gpu): what
+// the CPU tests of its composition (tests/parity/test_cudnn_composition.cpp) cannot check, the kernel
+// call itself.
+//  - every in-attention arm in bfloat16 and float16, head_dim 64, T in {1, 65, 192, 257}, ordinary
+//    and extreme parameters, held to the half-precision rule as FlashAttention-2 is; head_dim 128 is
+//    refused (kCudnnMaxHeadDim is 125: the 3 key columns pad it past 128);
+//  - its forward against FlashAttention-2's on the same inputs;
+//  - the first-use self-check passes for flash and cudnn on every arm and half dtype;
+//  - the whole model under bf16 autocast.
+// Skipped, with the reason, where no CUDA device exists.
+#include <gtest/gtest.h>
+
+#include <torch/cuda.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "attnlab/attention_self_check.h"
+#include "attnlab/cudnn_attention.h"
+#include "attnlab/device.h"
+#include "attnlab/init.h"
+#include "attnlab/model.h"
+#include "parity/arm_runner.h"
+#include "parity/parity_helpers.h"
+
+namespace attnlab {
+namespace {
+
+#define SKIP_WITHOUT_CUDA() \
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device (torch::cuda::is_available() is false)"
+
+std::string dtype_name(at::ScalarType t) { return t == at::kBFloat16 ? "bf16" : "f16"; }
+
+parity::ArmLeaves values(int64_t T, int64_t d, bool extreme) {
+  auto l = parity::arm_values(1900 + T + d, 2, 2, T, d);
+  if (extreme) {
+    const auto sign = at::tensor({1.0, -1.0}, at::kDouble);
+    l.b = 100.0 * sign, l.tau = 1.0 - 25.0 * sign, l.c = 200.0 * sign;
+  }
+  return l;
+}
+
+using Param = std::tuple<std::string, at::ScalarType>;
+
+class CudaCudnnArmParity : public ::testing::TestWithParam<Param> {};
+
+TEST_P(CudaCudnnArmParity, CudnnWithinTwiceTheReferenceError) {
+  SKIP_WITHOUT_CUDA();
+  const auto& [name, dtype] = GetParam();
+  const auto arm = parity::arm_named(name);
+  for (bool extreme : {false, true}) {
+    for (int64_t T : {1, 65, 192, 257}) {  // cuDNN builds a graph per shape: few lengths, each a case
+      const auto v = parity::rounded(values(T, 64, extreme), dtype);
+      const auto exact =
+          parity::run_arm(arm, parity::as_leaves(v, at::kCPU, at::kDouble), AttentionBackend::reference, true);
+      const auto low = parity::run_arm(arm, parity::as_leaves(v, at::kCUDA, dtype), AttentionBackend::reference, true);
+      const auto rounding_p = parity::run_arm_rounding_p(arm, parity::as_leaves(v, at::kCUDA, dtype));
+      const auto cudnn = parity::run_arm(arm, parity::as_leaves(v, at::kCUDA, dtype), AttentionBackend::cudnn, true);
+      parity::expect_run_within_rule(cudnn, low, exact,
+                                     name + " " + dtype_name(dtype) + " T=" + std::to_string(T) + (extreme ? " extreme" : ""),
+                                     {parity::kHalfRuleFloor, 2.0, parity::kFlashParamFactor}, &rounding_p);
+    }
+  }
+}
+
+// cuDNN's forward against FlashAttention-2's on the same inputs: the same function, two kernels' roundings
+// of o (within two ulp of the half type at 1), lse within float32 round-off of scores near 10.
+TEST_P(CudaCudnnArmParity, ForwardAgreesWithFlashAttention2) {
+  SKIP_WITHOUT_CUDA();
+  const auto& [name, dtype] = GetParam();
+  const auto arm = parity::arm_named(name);
+  const auto v = parity::rounded(values(130, 64, false), dtype);
+  const auto cudnn = parity::run_arm(arm, parity::as_leaves(v, at::kCUDA, dtype), AttentionBackend::cudnn, true);
+  const auto flash = parity::run_arm(arm, parity::as_leaves(v, at::kCUDA, dtype), AttentionBackend::flash, true);
+  parity::expect_close(cudnn.o, flash.o, dtype == at::kBFloat16 ? 0x1p-7 : 0x1p-10, name + " o");
+  parity::expect_close(cudnn.lse, flash.lse, 1e-5, name + " lse");
+}
+
+INSTANTIATE_TEST_SUITE_P(AllArms, CudaCudnnArmParity,
+                         ::testing::Combine(::testing::ValuesIn(parity::in_attention_arm_names()),
+                                            ::testing::Values(at::kBFloat16, at::kHalf)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + dtype_name(std::get<1>(info.param));
+                         });
+
+TEST(CudaCudnnAttention, HeadDim128IsRefusedWithTheReason) {
+  SKIP_WITHOUT_CUDA();
+  const auto l = parity::as_leaves(values(9, 128, false), at::kCUDA, at::kBFloat16);
+  EXPECT_THROW(parity::run_arm(arm_by_name("baseline"), l, AttentionBackend::cudnn), std::invalid_argument);
+}
+
+// What gpu_check.sh's first step runs, as a test: the self-check of both kernel routes on every arm.
+TEST(CudaSelfCheck, FlashAndCudnnPassOnEveryArmAndHalfDtype) {
+  SKIP_WITHOUT_CUDA();
+  for (auto backend : {AttentionBackend::flash, AttentionBackend::cudnn}) {
+    for (const auto& arm : all_arms()) {
+      for (auto dtype : {at::kBFloat16, at::kHalf}) {
+        SelfCheckCase c{arm, backend, at::Device(at::kCUDA, 0), dtype, 64};
+        try {
+          check_attention_backend(c);
+        } catch (const AttentionSelfCheckError& e) {
+          ADD_FAILURE() << e.what();
+        }
+      }
+    }
+  }
+}
+
+// Whole model under bf16 autocast on cudnn, as CudaFlashModel holds flash.
+TEST(CudaCudnnModel, EveryArmUnderBf16AutocastWithinTheRule) {
+  SKIP_WITHOUT_CUDA();
+  for (const auto& arm : all_arms()) {
+    ModelConfig cfg;
+    cfg.arm = arm.name, cfg.n_layer = 2, cfg.n_head = 2, cfg.d_model = 128, cfg.block_size = 80, cfg.vocab_size = 64;
+    GPT model(cfg);
+    init_parameters(*model, 3);
+    auto idx = at::randint(0, 64, {2, 77}, at::TensorOptions().dtype(at::kLong));
+    auto run = [&](const at::Device& device, at::ScalarType dtype, AttentionBackend backend) {
+      model->to(device, dtype);
+      model->zero_grad();
+      model->set_attention_backend(backend);
+      at::Tensor loss;
+      {
+        AutocastGuard autocast(device, device.is_cuda());
+        loss = lm_loss(model->forward(idx.to(device)), idx.to(device));
+      }
+      loss.backward();
+      std::vector<at::Tensor> out{loss.detach().to(at::kCPU, at::kDouble)};
+      for (const auto& p : model->parameters()) out.push_back(p.grad().to(at::kCPU, at::kDouble));
+      return out;
+    };
+    const auto exact = run(at::kCPU, at::kDouble, AttentionBackend::reference);
+    const auto low = run(at::kCUDA, at::kFloat, AttentionBackend::reference);
+    const auto cudnn = run(at::kCUDA, at::kFloat, AttentionBackend::cudnn);
+    const auto names = model->named_parameters().keys();
+    for (size_t i = 0; i < exact.size(); ++i) {
+      const std::string name = i == 0 ? "loss" : names[i - 1];
+      const bool arm_param = name.find("sink_logit") != std::string::npos || name.find("gate_") != std::string::npos;
+      parity::expect_within_rule(cudnn[i], parity::normalised_error(low[i], exact[i]), exact[i],
+                                 arm.name + " " + (i == 0 ? name : "grad " + name), parity::kHalfRuleFloor,
+                                 arm_param ? parity::kFlashParamFactor : 2.0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace attnlab

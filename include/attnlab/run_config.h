@@ -90,7 +90,6 @@ struct RunConfig {
 
   // Valid (without overflow) once validate() has passed.
   int64_t effective_tokens_per_step() const;
-  int64_t grad_accum_steps() const;  ///< tokens_per_step / (batch_size * seq_len)
   int64_t total_steps() const;       ///< max_steps, else ceil(token_budget / tokens_per_step)
 };
 

@@ -208,7 +208,27 @@ void check_directory_step(const TrainState& t, const fs::path& file) {
   }
 }
 
+/// "extra", typed; a known key of the wrong type is the file's fault.
+TrainerState trainer_from_json(const json& extra, const fs::path& file) {
+  try {
+    return trainer_state_from_json(extra);
+  } catch (const std::invalid_argument& e) {
+    throw CheckpointError(file, e.what());
+  }
+}
+
 }  // namespace
+
+json config_to_json(const std::optional<RunConfig>& config) { return config ? to_json(*config) : json::object(); }
+
+std::optional<RunConfig> config_from_json(const json& config, const fs::path& file) {
+  if (config.empty()) return std::nullopt;
+  try {
+    return run_config_from_json(config);
+  } catch (const std::exception& e) {  // ConfigError, or YAML's own
+    throw CheckpointError(file, std::string("field 'config' is not a run config this build reads: ") + e.what());
+  }
+}
 
 int64_t step_of_dir_name(const std::string& name) {
   const std::string digits = name.rfind("step_", 0) == 0 ? name.substr(5) : "";
@@ -276,8 +296,8 @@ json state_file_to_json(const StateFile& s) {
           {"model", model_config_to_json(s.model)},
           {"files", s.files},
           {"rng", {{"cpu", to_hex(t.rng.cpu)}, {"cuda", cuda}}},
-          {"config", t.config},
-          {"extra", t.extra}};
+          {"config", config_to_json(t.config)},
+          {"extra", to_json(t.trainer)}};
 }
 
 std::string state_checksum_line(const std::string& state_text) {
@@ -307,8 +327,8 @@ StateFile read_state_file(const fs::path& file) {
   t.best_val_loss = loss_field(j, "best_val_loss", std::numeric_limits<double>::infinity(), file);
   t.git_revision = string_field(j, "git_revision", file);
   t.rng = parse_rng(object_field(j, "rng", file), file);
-  t.config = object_field(j, "config", file);
-  t.extra = object_field(j, "extra", file);
+  t.config = config_from_json(object_field(j, "config", file), file);
+  t.trainer = trainer_from_json(object_field(j, "extra", file), file);
   s.model = model_config_from_json(object_field(j, "model", file), file);
   s.files = object_field(j, "files", file);
   check_train_state(t, file, s.files.contains(kOptimizerFile));

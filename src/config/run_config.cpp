@@ -190,10 +190,6 @@ int64_t RunConfig::effective_tokens_per_step() const {
   return train.tokens_per_step > 0 ? train.tokens_per_step : train.batch_size * train.seq_len;
 }
 
-int64_t RunConfig::grad_accum_steps() const {
-  return effective_tokens_per_step() / (train.batch_size * train.seq_len);
-}
-
 int64_t RunConfig::total_steps() const {
   if (train.max_steps > 0) return train.max_steps;
   const int64_t per_step = effective_tokens_per_step();

@@ -15,6 +15,7 @@
 #include "attnlab/sampler.h"
 #include "attnlab/sweep.h"
 #include "attnlab/trainer.h"
+#include "attnlab/trained_run.h"
 #include "e2e/cli.h"
 #include "extra_arm.h"
 #include "unit/shard_files.h"
@@ -100,7 +101,7 @@ TEST_F(SampleWatchE2E, GreedySampleOfEveryArmIsTheLibrarysDecodeOfThePromptsByte
               0)
         << read(out.string() + ".err");
     // The same decode by the library: separator, then the prompt's bytes.
-    auto loaded = load_model(run_dir(spec.name));
+    auto loaded = open_model(run_dir(spec.name));
     std::vector<int64_t> context = {kEot};
     for (unsigned char c : prompt) context.push_back(c);
     SamplingOptions greedy;

@@ -15,6 +15,8 @@
 #include "attnlab/model.h"
 #include "attnlab/rotary.h"
 #include "attnlab/run_config.h"
+#include "attnlab/run_dir.h"
+#include "attnlab/trained_run.h"
 #include "unit/shard_files.h"
 
 namespace attnlab {
@@ -249,11 +251,11 @@ TEST(Options, WeightsOnlyCheckpointKeepsTheOptionsAndOlderStateFilesLoadWithThem
   auto model = build(cfg, 6, at::kFloat);
   TrainState state;
   state.step = 12;
-  const fs::path dir = save_weights_checkpoint(tmp.path(), *model, state);
+  const fs::path dir = save_weights_checkpoint(RunDir(tmp.path()).checkpoints_path(), *model, state);
   EXPECT_TRUE(fs::exists(dir / "model.safetensors"));
   EXPECT_FALSE(fs::exists(dir / "optimizer.safetensors"));
   EXPECT_THROW(load_checkpoint(dir, /*with_optimizer=*/true), CheckpointError);
-  auto loaded = load_model(tmp.path());
+  auto loaded = open_model(tmp.path());
   EXPECT_EQ(loaded.step, 12);
   EXPECT_EQ(loaded.model_config.rotary_dims(), 4);
   EXPECT_EQ(loaded.model_config.gelu, "erf");
@@ -262,7 +264,7 @@ TEST(Options, WeightsOnlyCheckpointKeepsTheOptionsAndOlderStateFilesLoadWithThem
 
   // A state.json from before the options existed: its model has none of the keys.
   GPT plain(ModelConfig{});
-  const fs::path old_dir = save_weights_checkpoint(tmp.file("old"), *plain, state);
+  const fs::path old_dir = save_weights_checkpoint(RunDir(tmp.file("old")).checkpoints_path(), *plain, state);
   nlohmann::json j = nlohmann::json::parse(std::ifstream(old_dir / "state.json"));
   for (const char* key : {"rotary_fraction", "rotary_base", "parallel_residual", "untied_head", "gelu"}) j["model"].erase(key);
   j["format_version"] = 1;  // it also predates state.json.sha256 (docs/checkpoints.md, format 1)

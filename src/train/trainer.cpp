@@ -150,7 +150,7 @@ void build_model(Session& s) {
   s.model = GPT(s.cfg.model);
   init_parameters(*s.model, s.cfg.seed);
   s.model->to(s.device);
-  s.model->set_attention_backend(parse_attention_backend(s.cfg.attention.backend));
+  s.model->set_attention_backend(s.cfg.attention.backend);
   s.opt = make_optimizer(*s.model, s.cfg.optim);
   const auto counts = count_params(s.cfg.model);
   spdlog::info("model: arm {} | {} layers, d_model {}, {} heads | {:.2f}M params ({:.2f}M non-embedding, {} arm) | {}",
@@ -346,7 +346,7 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
   check_fits_memory(cfg, device_memory_bytes(s.device), device_name(s.device));  // before any allocation
   if (s.dp.is_main())
     for (const auto& warning : config_warnings(cfg)) spdlog::warn("config: {}", warning);
-  s.autocast = cfg.train.precision == "bf16" && s.device.is_cuda();
+  s.autocast = cfg.train.precision == Precision::bf16 && s.device.is_cuda();
   s.peak = peak_flops(s.device);
   if (options.branch_from && !fs::exists(*options.branch_from))
     throw TrainError("--branch-from " + options.branch_from->string() + ": no such checkpoint or run directory");

@@ -46,6 +46,7 @@ HEADER_FOLDER = {
     "hf_interop": "interop",
     "injection": "probes",
     "model": "model",
+    "name_table": "common",
     "probe_report": "report",
     "probes": "probes",
     "sweep": "sweep",

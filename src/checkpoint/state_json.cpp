@@ -80,6 +80,14 @@ std::string string_field(const json& j, const std::string& key, const fs::path& 
   return v.get<std::string>();
 }
 
+/// One of the names of E's table (name_table.h).
+template <class E>
+E name_field(const json& j, const std::string& key, const fs::path& file) {
+  const auto text = string_field(j, key, file);
+  if (const auto value = name_table<E>().find(text)) return *value;
+  throw CheckpointError(file, name_table<E>().refusal(text, "field '" + key + "'"));
+}
+
 /// A number, or `if_null` for null.
 double loss_field(const json& j, const std::string& key, double if_null, const fs::path& file) {
   const json& v = field(j, key, file);
@@ -113,7 +121,7 @@ void read_architecture_options(const json& j, ModelConfig& cfg, const fs::path& 
   if (j.contains("rotary_base")) cfg.rotary_base = number_field(j, "rotary_base", file);
   if (j.contains("parallel_residual")) cfg.parallel_residual = bool_field(j, "parallel_residual", file);
   if (j.contains("untied_head")) cfg.untied_head = bool_field(j, "untied_head", file);
-  if (j.contains("gelu")) cfg.gelu = string_field(j, "gelu", file);
+  if (j.contains("gelu")) cfg.gelu = name_field<GeluKind>(j, "gelu", file);
 }
 
 RngStates parse_rng(const json& j, const fs::path& file) {
@@ -258,7 +266,7 @@ json model_config_to_json(const ModelConfig& cfg) {
           {"rotary_base", cfg.rotary_base},
           {"parallel_residual", cfg.parallel_residual},
           {"untied_head", cfg.untied_head},
-          {"gelu", cfg.gelu}};
+          {"gelu", to_string(cfg.gelu)}};
 }
 
 ModelConfig model_config_from_json(const json& j, const fs::path& origin) {
@@ -270,8 +278,8 @@ ModelConfig model_config_from_json(const json& j, const fs::path& origin) {
   cfg.block_size = int_field(j, "block_size", origin);
   cfg.vocab_size = int_field(j, "vocab_size", origin);
   read_architecture_options(j, cfg, origin);
+  cfg.routing_gate = name_field<GateKind>(j, "routing_gate", origin);
   try {
-    cfg.routing_gate = parse_gate_kind(string_field(j, "routing_gate", origin));
     cfg.validate();
   } catch (const std::invalid_argument& e) {
     throw CheckpointError(origin, std::string("model config: ") + e.what());

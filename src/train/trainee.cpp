@@ -63,7 +63,7 @@ void build_model(Trainee& t, const RunConfig& cfg) {
   t.model = GPT(cfg.model);
   init_parameters(*t.model, cfg.seed);
   t.model->to(t.device);
-  t.model->set_attention_backend(parse_attention_backend(cfg.attention.backend));
+  t.model->set_attention_backend(cfg.attention.backend);
   t.opt = make_optimizer(*t.model, cfg.optim);
   const auto counts = count_params(cfg.model);
   spdlog::info("model: arm {} | {} layers, d_model {}, {} heads | {:.2f}M params ({:.2f}M non-embedding, {} arm) | {}",
@@ -84,7 +84,7 @@ Trainee make_trainee(const RunConfig& cfg, const TrainOptions& options) {
   check_fits_memory(cfg, device_memory_bytes(t.device), device_name(t.device));  // before any allocation
   if (t.dp.is_main())
     for (const auto& warning : config_warnings(cfg)) spdlog::warn("config: {}", warning);
-  t.autocast = cfg.train.precision == "bf16" && t.device.is_cuda();
+  t.autocast = cfg.train.precision == Precision::bf16 && t.device.is_cuda();
   t.peak_flops = peak_flops(t.device);
   if (options.branch_from && !std::filesystem::exists(*options.branch_from))
     throw TrainError("--branch-from " + options.branch_from->string() + ": no such checkpoint or run directory");

@@ -154,7 +154,7 @@ TEST_F(HfInterop, ImportedGpt2AndNeoxGiveTransformersLogitsAndHiddenStates) {
     EXPECT_EQ(m.rotary_dims(), neox ? 4 : 0) << name;  // rotary_pct 0.25 of head_dim 16
     EXPECT_EQ(m.parallel_residual, name == "neox_parallel" || name == "neox_tied_tanh") << name;
     EXPECT_EQ(m.untied_head, name == "gpt2_untied_erf" || name == "neox_parallel" || name == "neox_sequential") << name;
-    EXPECT_EQ(m.gelu, name == "gpt2" || name == "neox_tied_tanh" ? "tanh" : "erf") << name;
+    EXPECT_EQ(m.gelu, name == "gpt2" || name == "neox_tied_tanh" ? GeluKind::tanh : GeluKind::erf) << name;
     EXPECT_EQ(loaded.step, 0);
     EXPECT_FALSE(fs::exists(run / "checkpoints/step_000000/optimizer.safetensors"));
   }
@@ -317,7 +317,7 @@ TEST_F(HfInterop, EveryArmExportsAndTransformersGivesAttnlabEvalLoss) {
       cfg.n_layer = 2, cfg.n_head = 2, cfg.d_model = 32, cfg.block_size = 32, cfg.vocab_size = 100;
       if (options == "neox") {  // every option at once: rotary, parallel residual, untied head, exact GELU
         cfg.rotary_fraction = 0.25, cfg.rotary_base = 500.0, cfg.parallel_residual = true, cfg.untied_head = true;
-        cfg.gelu = "erf";
+        cfg.gelu = GeluKind::erf;
       }
       const GPT model = perturbed_model(cfg, 3);
       const fs::path run = dir() / "export" / (arm.name + "_" + options);

@@ -118,7 +118,7 @@ TEST_F(HfFiles, NeoxQkvRowsAreRegroupedPerPartAndTheHeadIsPadded) {
   EXPECT_EQ(m.model_type, "gpt_neox");
   EXPECT_TRUE(m.config.parallel_residual);
   EXPECT_TRUE(m.config.untied_head);
-  EXPECT_EQ(m.config.gelu, "erf");
+  EXPECT_EQ(m.config.gelu, GeluKind::erf);
   EXPECT_EQ(m.config.rotary_dims(), 2);
   const auto p = m.model->named_parameters();
   // attnlab row part * D + h * hd + i holds GPT-NeoX row h * 3 hd + part * hd + i.
@@ -142,7 +142,7 @@ TEST_F(HfFiles, Gpt2Conv1dWeightsAreTransposedAndOldNamesAndBuffersAccepted) {
   const auto m = read_hf_model(path("gpt2"));
   EXPECT_FALSE(m.config.untied_head);
   EXPECT_EQ(m.config.rotary_dims(), 0);
-  EXPECT_EQ(m.config.gelu, "tanh");
+  EXPECT_EQ(m.config.gelu, GeluKind::tanh);
   const auto p = m.model->named_parameters();
   const auto fc = p["h.0.mlp.c_fc.weight"];  // [4D, D] from Conv1D [D, 4D]
   for (int64_t out = 0; out < 4 * D; out += 5)

@@ -33,7 +33,7 @@ void add_arms_command(CLI::App& app) {
       const auto arm = c.arm_spec();
       std::cout << fmt::format("| {:<10} | {:<10} | {:<10} | {:<7} | {:>12} | {:>14} | {}\n", arm.name,
                                to_string(arm.sink), to_string(arm.gate),
-                               arm.gate == GateKind::none ? "-" : (arm.slot == GateSlot::value ? "value" : "routing"),
+                               arm.gate == GateKind::none ? "-" : to_string(arm.slot),
                                counts.arm_extra, counts.non_embedding, arm.summary);
     }
   });

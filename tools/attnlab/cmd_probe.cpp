@@ -123,8 +123,8 @@ void add_inject_command(CLI::App& app) {
   cmd->callback([args] {
     log_to_stderr("inject");
     InjectOptions o;
-    o.kind = parse_junk_kind(args->kind);
-    o.cutoff = parse_quiet_cutoff(args->cutoff);
+    o.kind = name_table<JunkKind>().parse(args->kind, "--kind");
+    o.cutoff = name_table<QuietCutoff>().parse(args->cutoff, "--cutoff");
     o.eps = args->eps;
     o.layers = parse_layers(args->layers);
     o.per_layer = args->per_layer;

@@ -250,7 +250,7 @@ TEST_F(HfInterop, EvalProbeInjectAblateAndRetentionAcceptAnImportedCheckpoint) {
   EXPECT_NE(cli({"eval", "--checkpoint", run.string(), "--data", val, "--tokens", "33"}).find("val loss"), std::string::npos);
   cli({"probe", "--checkpoint", run.string(), "--sequences", "2", "--out", (dir() / "analyses_probe").string()});
   cli({"inject", "--checkpoint", run.string(), "--sequences", "2", "--eps", "0.4", "--out", (dir() / "analyses_inject").string()});
-  cli({"ablate", "--checkpoint", run.string(), "--layer", "1", "--channels", "top:1", "--batch-size", "2", "--no-ceiling",
+  cli({"ablate", "--checkpoint", run.string(), "--residual", "1", "--channels", "top:1", "--batch-size", "2", "--no-ceiling",
        "--out", (dir() / "analyses_ablate").string()});
   const auto retention = cli({"retention", "--checkpoint", run.string(), "--batches", "1", "--batch-size", "2",
                               "--out", (dir() / "analyses_retention").string()});

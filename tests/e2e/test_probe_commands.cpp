@@ -99,7 +99,7 @@ TEST_F(ProbeCommands, RetentionEqualsTheLibraryAndIsNullWithoutOptimizerState) {
 }
 
 TEST_F(ProbeCommands, AblateScaleOneChangesNothingAndBadInputNamesTheCulprit) {
-  ASSERT_EQ(run("ablate --checkpoint " + tmp_.file("run") + " --layer 1 --channels top:2 --mode scale:1 --batch-size 2 "
+  ASSERT_EQ(run("ablate --checkpoint " + tmp_.file("run") + " --residual 1 --channels top:2 --mode scale:1 --batch-size 2 "
                 "--ceiling-top 4 --ceiling-random 4 --out " + tmp_.file("abl")), 0) << log();
   const auto doc = json(tmp_.file("abl/ablate.json"));
   EXPECT_EQ(doc["change"]["loss"], 0.0);
@@ -109,11 +109,11 @@ TEST_F(ProbeCommands, AblateScaleOneChangesNothingAndBadInputNamesTheCulprit) {
   EXPECT_EQ(doc["provenance"]["arm"], "sink_token");
   EXPECT_TRUE(fs::exists(tmp_.file("abl/ceiling.csv")));
 
-  EXPECT_NE(run("ablate --checkpoint " + tmp_.file("run") + " --layer 1 --channels 16 --out " + tmp_.file("x")), 0);
+  EXPECT_NE(run("ablate --checkpoint " + tmp_.file("run") + " --residual 1 --channels 16 --out " + tmp_.file("x")), 0);
   EXPECT_NE(log().find("channel 16 outside [0, 16)"), std::string::npos) << log();
-  EXPECT_NE(run("ablate --checkpoint " + tmp_.file("run") + " --layer 3 --channels 1 --out " + tmp_.file("x")), 0);
-  EXPECT_NE(log().find("--layer 3"), std::string::npos) << log();
-  EXPECT_NE(run("ablate --checkpoint " + tmp_.file("run") + " --layer 1 --channels 1 --mode half --out " + tmp_.file("x")), 0);
+  EXPECT_NE(run("ablate --checkpoint " + tmp_.file("run") + " --residual 3 --channels 1 --out " + tmp_.file("x")), 0);
+  EXPECT_NE(log().find("--residual 3"), std::string::npos) << log();
+  EXPECT_NE(run("ablate --checkpoint " + tmp_.file("run") + " --residual 1 --channels 1 --mode half --out " + tmp_.file("x")), 0);
   EXPECT_NE(log().find("'half'"), std::string::npos) << log();
   EXPECT_NE(run("retention --checkpoint " + tmp_.file("nothing") + " --out " + tmp_.file("x")), 0);
   EXPECT_NE(log().find(tmp_.file("nothing")), std::string::npos) << log();

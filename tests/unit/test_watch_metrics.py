@@ -83,8 +83,9 @@ def read_scalars(log_dir):
     return acc, found
 
 
-@unittest.skipUnless(HAVE_TENSORBOARD, NO_TENSORBOARD)
-class TensorBoardEvents(unittest.TestCase):
+class InTempRoot(unittest.TestCase):
+    """A fresh directory per test: self.root, with the TensorBoard log directory self.tb in it."""
+
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.root = self.tmp.name
@@ -92,6 +93,10 @@ class TensorBoardEvents(unittest.TestCase):
 
     def tearDown(self):
         self.tmp.cleanup()
+
+
+@unittest.skipUnless(HAVE_TENSORBOARD, NO_TENSORBOARD)
+class TensorBoardEvents(InTempRoot):
 
     def assert_scalars(self, found, expected):
         self.assertEqual(set(found), set(expected))
@@ -161,6 +166,17 @@ class TensorBoardEvents(unittest.TestCase):
         self.assertLess(time.time() - started, 30)
         _, found = read_scalars(os.path.join(self.tb, "live"))
         self.assert_scalars(found, EXPECTED)
+
+    def test_a_schedule_change_is_a_scalar_at_its_step(self):
+        change = {"type": "schedule_change", "step": 1, "total_steps_before": 2, "total_steps": 4,
+                  "next_lr_before": 1e-4, "next_lr": 2e-4}
+        run = make_run(self.root, "r", [LINES[1], change, LINES[2]])
+        self.assertEqual(wm.main(["--tensorboard", self.tb, "--run", run]), 0)
+        _, found = read_scalars(os.path.join(self.tb, "r"))
+        self.assertEqual(found[("schedule/total_steps", 1)], 4)
+        self.assertEqual(found[("schedule/total_steps_before", 1)], 2)
+        self.assertAlmostEqual(found[("schedule/next_lr", 1)], 2e-4, delta=1e-10)
+        self.assertNotIn(("other/total_steps", 1), found)
 
     def test_bad_arguments_are_refused(self):
         with self.assertRaises(SystemExit):

@@ -1,21 +1,28 @@
 """Where `attnlab watch` writes a run's records: TensorBoard event files and W&B offline runs
-(docs/monitoring.md). Each sink is claimed before anything is read, so a log directory that is a
-file is refused at the start.
+(docs/monitoring.md). Each sink is claimed before anything is read, so a name another run already
+uses, or a log directory that is a file, is refused at the start.
 """
 from __future__ import annotations
 
 import glob
+import json
 import os
 import time
 
-from watch_files import read_regular
+from watch_files import read_regular, write_atomically
 
 TAG_KEYS = ("arm", "seed", "tier", "variant")
+MARKER = "attnlab_run.json"        # in each TensorBoard run directory: which attnlab run it shows
 MAX_CONFIG_BYTES = 1 << 20         # config.yaml shown as text; a run's is a few KB
 
 
 class SinkError(Exception):
     """A destination that cannot be written as asked; the message names it and what to do."""
+
+
+def owner_of(run: dict) -> str:
+    """The run's identity on this machine: its directory's real path."""
+    return os.path.realpath(run["dir"])
 
 
 class TensorBoardSink:
@@ -28,13 +35,32 @@ class TensorBoardSink:
         self.writer = None
 
     def claim(self) -> None:
-        """Makes DIR/<name>, refusing a log directory that is a file."""
+        """Makes DIR/<name> this run's. Two runs of one name in one log directory would show as one
+        TensorBoard run, the later events hiding the earlier, so a name another run holds is refused."""
         if os.path.exists(self.root) and not os.path.isdir(self.root):
             raise SinkError(f"--tensorboard {self.root} is not a directory")
         try:
             os.makedirs(self.dir, exist_ok=True)
         except OSError as e:
             raise SinkError(f"--tensorboard: cannot make {self.dir}: {e.strerror or e}") from None
+        marker, me = os.path.join(self.dir, MARKER), owner_of(self.run)
+        try:
+            held = json.loads(read_regular(marker, 1 << 16))["run"]
+        except FileNotFoundError:
+            held = None
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise SinkError(f"{marker} is not the marker attnlab watch writes ({e}); remove it if {self.dir} "
+                            f"shows {me}, or choose another --tensorboard directory") from None
+        if held is not None and held != me:
+            raise SinkError(f"{self.dir} shows the run {held}, and {me} has the same name "
+                            f"'{self.run['name']}': names must be unique in one log directory. Watch the runs' common "
+                            f"parent directory (each is then named by its path below it), or give each its own "
+                            f"--tensorboard directory")
+        if held is None:
+            try:
+                write_atomically(marker, (json.dumps({"run": me}) + "\n").encode())
+            except OSError as e:
+                raise SinkError(f"cannot write {marker}: {e.strerror or e}") from None
 
     def write(self, record: dict, values: list) -> None:
         if self.writer is None:

@@ -167,6 +167,26 @@ class TensorBoardEvents(InTempRoot):
         _, found = read_scalars(os.path.join(self.tb, "live"))
         self.assert_scalars(found, EXPECTED)
 
+    def test_two_runs_of_one_name_in_one_log_directory_are_refused(self):
+        # Watched one at a time, .../baseline/s1 and .../sink_logit/s1 are both named s1.
+        first = make_run(self.root, "sweep/baseline/s1", LINES[1:])
+        second = make_run(self.root, "sweep/sink_logit/s1", [dict(line, train_loss=1.0) for line in LINES[1:]])
+        rename = lambda arg: json.dumps(dict(json.loads(arg), name="s1"))  # noqa: E731
+        self.assertEqual(wm.main(["--tensorboard", self.tb, "--run", rename(first)]), 0)
+        self.assertEqual(wm.main(["--tensorboard", self.tb, "--run", rename(first)]), 0)  # the same run again
+        with self.assertRaises(SystemExit) as refused:
+            wm.main(["--tensorboard", self.tb, "--run", rename(second)])
+        message = str(refused.exception)
+        for words in ("sweep/baseline/s1", "sweep/sink_logit/s1", "same name 's1'", "common parent"):
+            self.assertIn(words, message)
+        _, found = read_scalars(os.path.join(self.tb, "s1"))  # the first run's, unmixed
+        self.assertEqual(found[("loss/train", 1)], 8.25)
+        self.assertEqual(found[("loss/train", 2)], 7.5)
+        # Named by their paths below the common parent, both are written.
+        self.assertEqual(wm.main(["--tensorboard", self.tb, "--run", first, "--run", second]), 0)
+        _, found = read_scalars(os.path.join(self.tb, "sweep/sink_logit/s1"))
+        self.assertEqual(found[("loss/train", 2)], 1.0)
+
     def test_a_schedule_change_is_a_scalar_at_its_step(self):
         change = {"type": "schedule_change", "step": 1, "total_steps_before": 2, "total_steps": 4,
                   "next_lr_before": 1e-4, "next_lr": 2e-4}

@@ -1,19 +1,23 @@
 """Where `attnlab watch` writes a run's records: TensorBoard event files and W&B offline runs
 (docs/monitoring.md). Each sink is claimed before anything is read, so a name another run already
-uses, or a log directory that is a file, is refused at the start.
+uses, a W&B run another watch is writing, or a log directory that is a file is refused at the start.
 """
 from __future__ import annotations
 
+import fcntl
 import glob
+import hashlib
 import json
 import os
 import time
+import zlib
 
-from watch_files import read_regular, write_atomically
+from watch_files import open_regular, read_regular, write_atomically
 
 TAG_KEYS = ("arm", "seed", "tier", "variant")
 MARKER = "attnlab_run.json"        # in each TensorBoard run directory: which attnlab run it shows
 MAX_CONFIG_BYTES = 1 << 20         # config.yaml shown as text; a run's is a few KB
+STATE_DIR = "attnlab-watch"        # in --wandb-dir: what each W&B run holds, across invocations
 
 
 class SinkError(Exception):
@@ -124,39 +128,169 @@ def wait_for_a_later_file_name(log_dir: str) -> None:
         time.sleep(0.05)
 
 
+def wandb_run_id(run: dict) -> str:
+    """The W&B run id of an attnlab run: the same for every watch of it, different for every run."""
+    return "attnlab-" + hashlib.sha256(os.fsencode(owner_of(run))).hexdigest()[:16]
+
+
+def digest(kind: str, values: list) -> int:
+    return zlib.crc32(json.dumps([kind, values]).encode())
+
+
+def ranges(steps: list) -> str:
+    """"3-5, 9" for [3, 4, 5, 9]."""
+    out, steps = [], sorted(set(steps))
+    start = prev = steps[0]
+    for s in steps[1:] + [None]:
+        if s is not None and s == prev + 1:
+            prev = s
+            continue
+        out.append(f"{start}-{prev}" if prev > start else f"{start}")
+        if s is not None:
+            start = prev = s
+    return ", ".join(out)
+
+
 class WandbSink:
-    """One W&B offline run per attnlab run. W&B cannot take back logged steps, so after a rewrite only
-    steps past the last one logged are sent (a resume is exact: the lines it rewrites repeat)."""
+    """One W&B run per attnlab run, across every `attnlab watch` of it: the run id is wandb_run_id(),
+    opened with resume="allow", and <wandb-dir>/attnlab-watch/<id>.* keep what W&B was sent. W&B cannot
+    rewrite a logged step, so each (step, record) is sent once: the values sent first stay, and when
+    metrics.jsonl later says something else for a step W&B holds (a resume under another step budget
+    re-shapes the steps after it), a warning and the W&B run (an alert; the changes in its config) say
+    which steps W&B keeps from before. docs/monitoring.md states the rule."""
 
     def __init__(self, wandb, args, run: dict, warn):
-        self.wandb, self.args, self.run_spec, self.warn = wandb, args, run, warn
+        self.wandb, self.args, self.spec, self.warn = wandb, args, run, warn
+        self.id = wandb_run_id(run)
+        self.base = os.path.join(args.wandb_dir, STATE_DIR, self.id)
         self.run = None
-        self.last_step = -1
+        self.last_step = -1        # the highest step W&B holds
+        self.row_open = False      # that step was logged in this session: more of it may join its row
+        self.held: dict = {}       # (step, kind) -> digest of what W&B was sent
+        self.changes: list = []    # every schedule_change record, as the run's config has them
+        self.kept: list = []       # steps whose new values W&B could not take, since the last flush
+        self.new_digests: list = []
+        self.lock_fd = None
 
     def claim(self) -> None:
         if os.path.exists(self.args.wandb_dir) and not os.path.isdir(self.args.wandb_dir):
             raise SinkError(f"--wandb-dir {self.args.wandb_dir} is not a directory")
+        try:
+            os.makedirs(os.path.dirname(self.base), exist_ok=True)
+            self.lock_fd = os.open(self.base + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise SinkError(f"--wandb-dir: cannot write {self.base}.lock: {e.strerror or e}") from None
+        try:
+            fcntl.flock(self.lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(self.lock_fd, 64, 0).decode(errors="replace").strip() or "?"
+            self.release()
+            raise SinkError(f"W&B run {self.id} ({self.spec['name']}) is being written by another attnlab watch "
+                            f"(pid {holder}) from {self.args.wandb_dir}; stop it, or wait for it to end") from None
+        os.ftruncate(self.lock_fd, 0)
+        os.pwrite(self.lock_fd, f"{os.getpid()}\n".encode(), 0)
+        self.load_state()
+
+    def load_state(self) -> None:
+        what = f"; delete {self.base}.json and {self.base}.steps to send every step again (W&B drops the steps it holds)"
+        try:
+            state = json.loads(read_regular(self.base + ".json", 1 << 24))
+            self.last_step, self.changes = int(state["last_step"]), list(state["schedule_changes"])
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise SinkError(f"{self.base}.json: not what attnlab watch writes ({e}){what}") from None
+        try:
+            fd, _ = open_regular(self.base + ".steps")
+            with os.fdopen(fd, "rb") as f:
+                for line in f:
+                    step, kind, value = json.loads(line)
+                    self.held[(int(step), str(kind))] = int(value)
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError, TypeError) as e:
+            raise SinkError(f"{self.base}.steps: not what attnlab watch writes ({e}){what}") from None
 
     def write(self, record: dict, values: list) -> None:
-        step = record["step"]
-        if step < self.last_step:
+        step, kind = record["step"], record.get("type", "train")
+        key, value = (step, kind), digest(kind, values)
+        if key in self.held:
+            if self.held[key] != value:
+                self.kept.append(step)
             return
-        if self.run is None:
-            spec = self.run_spec
-            tags = [f"{k}:{spec[k]}" for k in TAG_KEYS if spec.get(k) not in (None, "")]
+        if kind == "schedule_change":
+            self.note_change(record)
+        elif not values:
+            return
+        elif step > self.last_step or (step == self.last_step and self.row_open):
+            self.start()
+            self.run.log(dict(values), step=step)
+            self.last_step, self.row_open = step, True
+        else:
+            self.kept.append(step)  # W&B is past this step
+            return
+        self.held[key] = value
+        self.new_digests.append(json.dumps([step, kind, value]) + "\n")
+
+    def start(self) -> None:
+        if self.run is not None:
+            return
+        spec = self.spec
+        tags = [f"{k}:{spec[k]}" for k in TAG_KEYS if spec.get(k) not in (None, "")]
+        try:
             self.run = self.wandb.init(mode="offline", project=self.args.wandb_project, group=self.args.group,
-                                       name=spec["name"], dir=self.args.wandb_dir, reinit="create_new",
-                                       config={k: spec[k] for k in TAG_KEYS if k in spec}, tags=tags)
-        self.run.log(dict(values), step=step)
-        self.last_step = step
+                                       name=spec["name"], id=self.id, resume="allow", dir=self.args.wandb_dir,
+                                       reinit="create_new", config={k: spec[k] for k in TAG_KEYS if k in spec},
+                                       tags=tags)
+        except Exception as e:  # wandb's own errors have no common base class
+            raise SinkError(f"W&B: cannot open the offline run {self.id} in {self.args.wandb_dir}: {e}") from None
+
+    def note_change(self, record: dict) -> None:
+        self.start()
+        self.changes.append(record)
+        self.run.config.update({"schedule_changes": self.changes}, allow_val_change=True)
+        s, before, after = record["step"], record.get("total_steps_before", "?"), record.get("total_steps", "?")
+        text = f"resumed after step {s} under another step budget ({before} -> {after} steps)"
+        if self.last_step > s:
+            text += (f": W&B already holds steps {s + 1}-{self.last_step} of the earlier schedule and cannot rewrite "
+                     f"them, so it keeps those values and takes the new schedule's from step {self.last_step + 1} "
+                     f"on; TensorBoard and metrics.jsonl have the rewritten steps")
+        self.run.alert(title=f"{self.spec['name']}: step budget changed after step {s}", text=text, level="WARN")
+        self.warn(f"{self.spec['name']}: W&B run {self.id}: {text}")
 
     def restart(self) -> None:
         pass
 
     def flush(self) -> None:
-        pass
+        if self.kept:
+            self.warn(f"{self.spec['name']}: W&B run {self.id} keeps what it was sent first for steps "
+                      f"{ranges(self.kept)}, which metrics.jsonl now gives otherwise (W&B cannot rewrite logged steps)")
+            self.kept = []
+        if not self.new_digests:
+            return
+        try:
+            with open(self.base + ".steps", "a", encoding="utf-8") as f:
+                f.writelines(self.new_digests)
+            state = {"run": owner_of(self.spec), "name": self.spec["name"], "last_step": self.last_step,
+                     "schedule_changes": self.changes}
+            write_atomically(self.base + ".json", (json.dumps(state) + "\n").encode())
+        except OSError as e:
+            raise SinkError(f"cannot record what W&B holds in {self.base}.*: {e.strerror or e}") from None
+        self.new_digests = []
 
     def close(self) -> None:
         if self.run is not None:
-            self.run.finish()
+            self.run.finish()  # what was logged is in the offline files before the state says so
             self.run = None
+        try:
+            if self.lock_fd is not None:
+                self.flush()
+        finally:
+            self.row_open = False
+            self.release()
+
+    def release(self) -> None:
+        if self.lock_fd is not None:
+            os.close(self.lock_fd)
+            self.lock_fd = None
+

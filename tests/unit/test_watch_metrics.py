@@ -234,6 +234,8 @@ class WandbRuns(unittest.TestCase):
         self.assertEqual(len(fake.runs), 1)
         r = fake.runs[0]
         self.assertEqual(r.kwargs["mode"], "offline")
+        self.assertRegex(r.kwargs["id"], r"^attnlab-[0-9a-f]{16}$")  # the same for every watch of the run
+        self.assertEqual(r.kwargs["resume"], "allow")
         self.assertEqual(r.kwargs["group"], "demo")
         self.assertEqual(r.kwargs["config"], {"arm": "baseline", "seed": 2, "tier": "micro", "variant": ""})
         self.assertTrue(r.finished)

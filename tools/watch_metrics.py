@@ -60,6 +60,8 @@ class Follower:
         self.ended = False
 
     def poll(self) -> None:
+        if self.damage:
+            return
         try:
             fd, st = open_regular(self.path)
         except FileNotFoundError:
@@ -120,8 +122,9 @@ class Follower:
             sink.restart()
 
     def damaged(self, why: str) -> None:
-        self.damage = why
-        print(f"watch_metrics: error: {self.run['name']}: {why}; not read", file=sys.stderr, flush=True)
+        if not self.damage:
+            self.damage = why
+            print(f"watch_metrics: error: {self.run['name']}: {why}; not read", file=sys.stderr, flush=True)
 
     def finished(self) -> bool:
         """final.json written after the last metrics line, and every byte read."""
@@ -136,7 +139,8 @@ class Follower:
         except OSError as e:
             self.damaged(f"{e.filename}: {e.strerror or e}")
             return False
-        return final.st_mtime >= metrics.st_mtime and metrics.st_ino == self.inode and self.offset == metrics.st_size
+        return (final.st_mtime_ns >= metrics.st_mtime_ns and metrics.st_ino == self.inode and
+                self.offset == metrics.st_size)
 
     def end(self) -> None:
         """The last line, when it lacks its newline, is taken once the run has finished (the trainer wrote
@@ -232,7 +236,8 @@ def follow(args, followers: list) -> None:
             if f.ended:
                 continue
             f.poll()
-            if f.damage or (args.follow and f.finished()):
+            done = args.follow and f.finished()
+            if done or f.damage:
                 f.end()
         if not args.follow or all(f.ended for f in followers):
             break

@@ -167,6 +167,17 @@ TEST_F(SampleWatchE2E, WatchHandsEveryRunOfTheSweepWithItsTagsToTheScript) {
   EXPECT_TRUE(has("out"));  // --group: the sweep directory's name
 }
 
+TEST_F(SampleWatchE2E, WatchRefusesAPollThatNeverComes) {
+  for (const std::string poll : {"inf", "nan", "0", "1e300", "3601"}) {
+    EXPECT_NE(run_cli({"watch", run_dir("baseline").string(), "--tensorboard", (dir() / "tb").string(), "--follow",
+                       "--poll", poll, "--python", "/usr/bin/python3", "--script", (dir() / "none.py").string()},
+                      dir() / "w3.txt"),
+              0)
+        << poll;
+    EXPECT_NE(read(dir() / "w3.txt.err").find("--poll"), std::string::npos) << poll << ": " << read(dir() / "w3.txt.err");
+  }
+}
+
 TEST_F(SampleWatchE2E, WatchWritesEventsForOneRun) {
   if (!python_has("tensorboard")) GTEST_SKIP() << venv_python() << " has no tensorboard (scripts/setup.sh installs it)";
   ASSERT_EQ(run_cli({"watch", run_dir("sink_logit").string(), "--tensorboard", (dir() / "tb1").string()},

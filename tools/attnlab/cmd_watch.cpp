@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -27,6 +29,8 @@ std::string base_name(const fs::path& path) {
   if (p.filename().empty()) p = p.parent_path();
   return p.filename().string();
 }
+
+constexpr double kMaxPollSeconds = 3600;  // tools/watch_metrics.py's limit too
 
 // One --run argument of watch_metrics.py: where the run is and the tags it gets.
 std::string run_argument(const fs::path& root, const RunRecord& run) {
@@ -66,8 +70,17 @@ void add_watch_command(CLI::App& app) {
   cmd->add_option("--wandb-dir", args->wandb_dir, "Where W&B writes its offline runs")->capture_default_str();
   cmd->add_option("--wandb-project", args->wandb_project, "W&B project name")->capture_default_str();
   cmd->add_flag("--follow", args->follow, "Keep following until every run has finished (default: what exists, then exit)");
-  cmd->add_option("--poll", args->poll, "Seconds between looks at the files with --follow")->capture_default_str()
-      ->check(positive());
+  cmd->add_option("--poll", args->poll, "Seconds between looks at the files with --follow (at most 3600)")
+      ->capture_default_str()
+      ->check(positive())
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            const double seconds = std::strtod(text.c_str(), nullptr);  // a number: positive() passed it
+            return std::isfinite(seconds) && seconds <= kMaxPollSeconds
+                       ? std::string()
+                       : fmt::format("must be at most {} seconds, got '{}'", kMaxPollSeconds, text);
+          },
+          "<= 3600"));
   cmd->add_option("--python", args->python, "Python with tensorboard (default: the project's venv)");
   cmd->add_option("--script", args->script, "tools/watch_metrics.py to run (default: the source tree's)");
   cmd->callback([args] {

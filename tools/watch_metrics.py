@@ -16,7 +16,10 @@ and activations/layer<l>/... for activation-tracking records.
 Without --follow it writes what the files hold and exits; with --follow it keeps reading until every
 run has a final.json newer than its metrics.jsonl. A metrics.jsonl that the trainer rewrote (a resume
 drops the lines after the checkpoint it resumed from) is read again from its start into a new event
-file whose purge step makes TensorBoard discard the older events from that step on.
+file whose purge step makes TensorBoard discard the older events from that step on. A line that is
+not a record (watch_records.py) is skipped with a warning naming its number; a run whose files are
+not files is an error naming the path (exit 1), and the others go on. W&B: one W&B run per attnlab
+run, whatever the number of watches (watch_sinks.py).
 """
 from __future__ import annotations
 

@@ -45,8 +45,14 @@ std::vector<std::string> resume_incompatible_keys(const RunConfig& stored, const
 
 RunDir::RunDir(fs::path dir) : dir_(std::move(dir)) {}
 
+bool RunDir::is_run(const fs::path& path) {
+  const RunDir run(path);
+  std::error_code ec;
+  return fs::exists(run.config_file(), ec) || fs::is_directory(run.checkpoints_path(), ec);
+}
+
 std::optional<RunDir> RunDir::containing(const fs::path& path) {
-  if (fs::exists(path / "config.yaml") || fs::is_directory(checkpoints_dir(path))) return RunDir(path);
+  if (is_run(path)) return RunDir(path);
   for (fs::path p = path; p.has_parent_path() && p != p.parent_path(); p = p.parent_path())
     if (p.filename() == "checkpoints") return RunDir(p.parent_path());
   return std::nullopt;
@@ -113,7 +119,19 @@ std::optional<RunHolder> RunDir::holder() const {
   return RunHolder{held->pid, held->host};
 }
 
-std::vector<CheckpointInfo> RunDir::checkpoints() const { return list_checkpoints(dir_); }
+std::vector<CheckpointInfo> RunDir::checkpoints() const { return list_checkpoints(checkpoints_path()); }
+
+std::optional<LoadedCheckpoint> RunDir::latest_checkpoint(std::vector<std::string>* warnings, bool with_optimizer,
+                                                          const CheckpointCheck& check) const {
+  return load_latest(checkpoints_path(), warnings, with_optimizer, check);
+}
+
+LoadedModel RunDir::latest_model(std::vector<std::string>* warnings) const {
+  std::optional<LoadedModel> out;  // built inside the check, so a checkpoint whose weights do not fit is skipped
+  latest_checkpoint(warnings, /*with_optimizer=*/false, [&](const LoadedCheckpoint& c) { out = load_model(c); });
+  if (!out) throw CheckpointError(dir_, "run directory has no checkpoint");
+  return std::move(*out);
+}
 
 MetricsHistory RunDir::metrics() const {
   return fs::exists(metrics_file()) ? read_metrics(metrics_file()) : MetricsHistory{};
@@ -162,6 +180,15 @@ void RunWriter::write_final(const FinalRecord& record) const {
 }
 
 MetricsLog RunWriter::open_metrics(int64_t resume_step) const { return MetricsLog(dir_.metrics_file(), resume_step); }
+
+fs::path RunWriter::save_checkpoint(const GPTImpl& model, const torch::optim::AdamW& opt, const TrainState& state,
+                                    const RetentionPolicy& policy) const {
+  return attnlab::save_checkpoint(dir_.checkpoints_path(), model, opt, state, policy);
+}
+
+fs::path RunWriter::save_weights_checkpoint(const GPTImpl& model, const TrainState& state) const {
+  return attnlab::save_weights_checkpoint(dir_.checkpoints_path(), model, state);
+}
 
 std::vector<fs::path> find_run_dirs(const fs::path& root) {
   if (RunDir(root).claimed()) return {root};

@@ -7,7 +7,6 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
-#include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
 #include <stdexcept>
@@ -18,6 +17,7 @@
 #include "attnlab/arm_attention.h"
 #include "attnlab/arm_call.h"
 #include "attnlab/half_precision_rule.h"
+#include "attnlab/self_check_record.h"
 
 namespace attnlab {
 
@@ -46,25 +46,6 @@ inline constexpr int64_t kSelfCheckBatch = 2, kSelfCheckHeads = 2, kSelfCheckLen
 /// c ~ N(0, 1)).
 ArmLeaves self_check_values(int64_t head_dim, uint64_t seed);
 
-/// One check's outcome.
-struct SelfCheckResult {
-  std::string backend;  ///< the backend that ran (auto resolved)
-  std::string arm, dtype, device;
-  int64_t head_dim = 0;
-  HalfRule rule;
-  std::vector<RuleCheck> checks;  ///< every output and gradient the arm has
-  double milliseconds = 0.0;      ///< wall time of the whole check (four runs of the case)
-
-  bool passed() const;
-  /// The check with the largest error / bound (a NaN error counts as the largest).
-  const RuleCheck& worst() const;
-};
-
-/// {"backend", "arm", "dtype", "device", "head_dim", "shape": [B, H, T], "rule": {factor,
-/// param_factor, floor, lse_floor}, "tensors": {name: {error, yardstick, bound}}, "worst", "passed",
-/// "ms"}; a NaN error is written as null.
-nlohmann::json to_json(const SelfCheckResult& result);
-
 /// The failure: what() names the backend, arm, dtype, the worst tensor with its error and bound, and
 /// the setting that avoids the kernels (`attention.backend: reference`); result() has every error.
 class AttentionSelfCheckError : public std::runtime_error {
@@ -92,5 +73,13 @@ SelfCheckResult check_attention_backend(const SelfCheckCase& c);
 SelfCheckResult check_attention_backend(const SelfCheckCase& c, const ArmAttend& attend,
                                         AttentionBackend gate_backend = AttentionBackend::reference,
                                         const std::string& name = "custom");
+
+/// The check a run or an analysis makes before it first uses its attention on a device (the trainer
+/// before its first step, open_trained() before an analysis; docs/kernels.md, "The first-use
+/// self-check"): check_attention_backend(c), or `runner` when given, logged at info level with its
+/// worst tensor and milliseconds. A case that passed the real check is remembered, so that each
+/// (backend, arm, device, dtype, head_dim, seed) is checked once per process (a sweep's in-process
+/// runs share it); a runner's results are not. Throws what the check throws.
+SelfCheckResult first_use_self_check(const SelfCheckCase& c, const SelfCheckRunner& runner = {});
 
 }  // namespace attnlab

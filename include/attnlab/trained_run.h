@@ -42,6 +42,12 @@ struct OpenOptions {
   TokenChoice tokens;
   std::string device = kAnalysisDevice;  ///< "auto" | "cpu" | "cuda" (resolve_device)
   bool with_optimizer = false;  ///< also read the AdamW state when the checkpoint has one
+  bool autocast = false;        ///< the analysis runs under bf16 autocast where the device is CUDA (eval)
+  /// The first-use attention self-check (attention_self_check.h) of the model's attention on the
+  /// device runs on CUDA before any analysis, and its result goes into the provenance; on the CPU only
+  /// when this is set (tests), so that a CPU analysis's outputs stay as they were.
+  bool self_check_on_cpu = false;
+  SelfCheckRunner self_check;   ///< tests: the check to run in its place (to plant a fault)
 };
 
 /// Where an analysis's numbers came from; every command writes it the same way (to_json).
@@ -63,13 +69,16 @@ struct Provenance {
   std::string dtype;                    ///< the analysis's precision, in words
   std::string attention;                ///< which attention path the analysis ran, in words
   std::string attnlab;                  ///< "<version> (<git revision>)" of the binary
+  /// The first-use self-check of the analysis's attention on its device; only where one ran (CUDA).
+  std::optional<SelfCheckResult> attention_self_check;
 };
 
-/// Every field; absent optionals are null, so every command's provenance has the same keys.
+/// Every field; absent optionals are null, so every command's provenance has the same keys, but for
+/// "attention_self_check", written only where one ran (a CPU analysis's files stay as they were).
 nlohmann::json to_json(const Provenance& provenance);
 
 /// Reads to_json()'s object back (a cached result's provenance). Throws std::invalid_argument naming
-/// the first key that is missing or of the wrong type.
+/// the first key that is missing or of the wrong type (self_check_result_from_json's errors included).
 Provenance provenance_from_json(const nlohmann::json& j);
 
 /// A trained model ready for an analysis.
@@ -81,6 +90,7 @@ struct TrainedRun {
   std::optional<ValidationSet> validation;  ///< the consecutive sequences chosen; none with a seed
   std::vector<Batch> batches;        ///< the chosen sequences, batch_size per batch (CPU tensors)
   c10::Device device{c10::kCPU};
+  bool autocast = false;             ///< bf16 autocast: OpenOptions::autocast on a CUDA device
   Provenance provenance;
 
   /// `config`, or std::invalid_argument naming the checkpoint when it carries none (a lone model
@@ -109,6 +119,9 @@ TokenizerInfo run_tokenizer(const std::optional<RunConfig>& config, int64_t voca
 /// run's train.seq_len and the data to its data.val; a lone model file without its config needs
 /// both given. Throws CheckpointError / DataError naming the culprit, std::invalid_argument when T
 /// exceeds the model's context, the data hold fewer than N sequences, or a count is not positive.
+/// On CUDA (or with OpenOptions::self_check_on_cpu) it first makes the first-use self-check of the
+/// model's attention backend, arm and head_dim on the device, in bfloat16 under autocast and float32
+/// otherwise, and records it in the provenance; throws AttentionSelfCheckError when that fails.
 TrainedRun open_trained(const std::filesystem::path& checkpoint, const OpenOptions& options);
 
 }  // namespace attnlab

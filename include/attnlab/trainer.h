@@ -12,6 +12,7 @@
 #include <string>
 
 #include "attnlab/run_config.h"
+#include "attnlab/self_check_record.h"
 
 namespace attnlab {
 
@@ -32,6 +33,12 @@ struct TrainOptions {
   /// Tests: called with the model and the 0-based step once its gradients are accumulated, before
   /// they are checked, clipped and applied (to plant a non-finite gradient or weight).
   std::function<void(GPTImpl& model, int64_t step)> after_backward;
+  /// The first-use attention self-check (attention_self_check.h; docs/kernels.md) runs on CUDA before
+  /// the first step, on every rank, and its result goes into final.json; on the CPU only when this is
+  /// set (tests), so that a CPU run's outputs stay as they were.
+  bool self_check_on_cpu = false;
+  /// Tests: the check to run in its place (to plant a fault).
+  SelfCheckRunner self_check;
 };
 
 enum class TrainStatus {
@@ -73,7 +80,9 @@ class StopSignalScope {
 /// fresh. A finished run returns at once. When the torchrun environment names a job, this process
 /// trains as one of its ranks (docs/distributed.md): rank 0 alone writes the run directory, and the
 /// numbers are those of one process. Throws TrainError, ConfigError, DataError, CheckpointError,
-/// dist::DistributedError.
+/// dist::DistributedError; before the directory is claimed, AttentionSelfCheckError when the run's
+/// attention fails its first-use self-check (the message names the setting that avoids its kernels)
+/// and std::invalid_argument when its backend cannot serve the run (flash on CUDA in float32).
 TrainResult train(const RunConfig& cfg, const TrainOptions& options = {});
 
 }  // namespace attnlab

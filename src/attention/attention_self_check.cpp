@@ -1,17 +1,18 @@
 #include "attnlab/attention_self_check.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <nlohmann/json.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <limits>
+#include <map>
+#include <mutex>
 #include <utility>
 
 #include "attnlab/device.h"
-#include "common/json_number.h"
 
 namespace attnlab {
 namespace {
@@ -23,12 +24,6 @@ namespace {
 constexpr double kSharedKeyComponent = 2.0;
 constexpr double kQueryComponent = 80.0;
 
-/// error / bound, with a NaN error (or a NaN bound) ranking above everything.
-double severity(const RuleCheck& c) {
-  if (std::isnan(c.error) || std::isnan(c.bound)) return std::numeric_limits<double>::infinity();
-  return c.bound > 0 ? c.error / c.bound : std::numeric_limits<double>::infinity();
-}
-
 std::string scientific(double x) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.2e", x);
@@ -39,7 +34,7 @@ std::string failure_message(const SelfCheckResult& r) {
   const auto& w = r.worst();
   return "attention self-check failed: backend " + r.backend + ", arm " + r.arm + ", dtype " + r.dtype + ", head_dim " +
          std::to_string(r.head_dim) + " on " + r.device + ": " + w.tensor + " is off by " + scientific(w.error) +
-         " against float64 (normalised error), allowed " + scientific(w.bound) + " from the composed-op yardstick's " +
+         " against float64 (normalised error), allowed " + scientific(w.bound) + " from the yardsticks' " +
          scientific(w.yardstick) + ". Set attention.backend: reference to run this arm on the composed ops instead "
          "(docs/kernels.md, \"The first-use self-check\")";
 }
@@ -70,43 +65,6 @@ ArmLeaves self_check_values(int64_t head_dim, uint64_t seed) {
   return l;
 }
 
-bool SelfCheckResult::passed() const {
-  for (const auto& c : checks)
-    if (!c.within()) return false;
-  return true;
-}
-
-const RuleCheck& SelfCheckResult::worst() const {
-  if (checks.empty()) throw std::logic_error("SelfCheckResult::worst: no checks");
-  const RuleCheck* worst = &checks.front();
-  for (const auto& c : checks)
-    if (severity(c) > severity(*worst)) worst = &c;
-  return *worst;
-}
-
-nlohmann::json to_json(const SelfCheckResult& r) {
-  nlohmann::json tensors = nlohmann::json::object();
-  for (const auto& c : r.checks) {
-    tensors[c.tensor] = {{"error", json_number(c.error)}, {"yardstick", json_number(c.yardstick)},
-                         {"bound", json_number(c.bound)}};
-  }
-  return {{"backend", r.backend},
-          {"arm", r.arm},
-          {"dtype", r.dtype},
-          {"device", r.device},
-          {"head_dim", r.head_dim},
-          {"shape", {kSelfCheckBatch, kSelfCheckHeads, kSelfCheckLength}},
-          {"rule",
-           {{"factor", r.rule.factor},
-            {"param_factor", r.rule.param_factor},
-            {"floor", r.rule.floor},
-            {"lse_floor", r.rule.lse_floor}}},
-          {"tensors", tensors},
-          {"worst", r.checks.empty() ? "" : r.worst().tensor},
-          {"passed", r.passed()},
-          {"ms", r.milliseconds}};
-}
-
 AttentionSelfCheckError::AttentionSelfCheckError(SelfCheckResult result)
     : std::runtime_error(failure_message(result)), result_(std::move(result)) {}
 
@@ -127,6 +85,7 @@ SelfCheckResult run_check(const SelfCheckCase& c, const ArmAttend& attend, Atten
   result.dtype = c10::toString(c.dtype);
   result.device = c.device.str();
   result.head_dim = c.head_dim;
+  result.shape = {kSelfCheckBatch, kSelfCheckHeads, kSelfCheckLength};
   result.rule = rule_for_dtype(c.dtype);
   result.checks = check_run_within_rule(got, low, exact, {&rounding_p, &arithmetic}, result.rule);
   result.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -146,6 +105,28 @@ SelfCheckResult check_attention_backend(const SelfCheckCase& c) {
 SelfCheckResult check_attention_backend(const SelfCheckCase& c, const ArmAttend& attend,
                                         AttentionBackend gate_backend, const std::string& name) {
   return run_check(c, attend, gate_backend, name);
+}
+
+SelfCheckResult first_use_self_check(const SelfCheckCase& c, const SelfCheckRunner& runner) {
+  static std::mutex mutex;
+  static std::map<std::string, SelfCheckResult> passed;
+  const auto key = fmt::format("{}|{}|{}|{}|{}|{}", to_string(c.backend), c.arm.name, c.device.str(),
+                               c10::toString(c.dtype), c.head_dim, c.seed);
+  if (!runner) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (const auto it = passed.find(key); it != passed.end()) return it->second;
+  }
+  auto result = runner ? runner(c) : check_attention_backend(c);
+  const auto& w = result.worst();
+  spdlog::info("attention self-check: backend {}, arm {}, {}, head_dim {} on {}: passed in {:.0f} ms (worst: {} {:.2e} "
+               "of {:.2e} allowed)",
+               result.backend, result.arm, result.dtype, result.head_dim, result.device, result.milliseconds, w.tensor,
+               w.error, w.bound);
+  if (!runner) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    passed.emplace(key, result);
+  }
+  return result;
 }
 
 }  // namespace attnlab

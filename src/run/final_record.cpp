@@ -74,6 +74,7 @@ nlohmann::json to_json(const FinalRecord& r) {
                   {"log", t.log}, {"track", t.track}}},
   };
   if (r.parent) j["parent"] = to_json(*r.parent);
+  if (r.attention_self_check) j["attention_self_check"] = to_json(*r.attention_self_check);
   return j;
 }
 
@@ -107,6 +108,13 @@ FinalRecord final_record_from_json(const nlohmann::json& j, const std::filesyste
   if (in.has("parent")) {
     const auto p = in.section("parent");
     r.parent = ParentRecord{p.get<std::string>("checkpoint"), p.at_least<int64_t>("step", 0)};
+  }
+  if (in.has("attention_self_check")) {
+    try {
+      r.attention_self_check = self_check_result_from_json(j.at("attention_self_check"), "attention_self_check");
+    } catch (const std::invalid_argument& e) {
+      throw FileError(origin, e.what());
+    }
   }
   return r;
 }

@@ -6,7 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "attnlab/attention_self_check.h"
 #include "attnlab/device.h"
+#include "attnlab/model.h"
 #include "attnlab/run_dir.h"
 #include "attnlab/shards.h"
 #include "attnlab/version.h"
@@ -90,6 +92,16 @@ TokenizerInfo gpt2_assumed(const std::string& dir) {
   return info;
 }
 
+// The first-use self-check of the model's attention on the analysis's device (docs/kernels.md), in the
+// dtype its kernels see there, before the weights move to it.
+void check_attention(TrainedRun& run, const OpenOptions& options) {
+  if (!run.device.is_cuda() && !options.self_check_on_cpu) return;
+  SelfCheckCase c;
+  c.arm = run.model->arm(), c.backend = run.model->h[0]->as<Block>()->attn->backend, c.device = run.device;
+  c.dtype = run.autocast ? at::kBFloat16 : at::kFloat, c.head_dim = run.model_config.head_dim();
+  run.provenance.attention_self_check = first_use_self_check(c, options.self_check);
+}
+
 }  // namespace
 
 TokenizerInfo run_tokenizer(const std::optional<RunConfig>& config, int64_t vocab_size) {
@@ -116,25 +128,27 @@ LoadedModel open_model(const fs::path& path) {
 
 nlohmann::json to_json(const Provenance& p) {
   auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
-  return {{"checkpoint", p.checkpoint},
-          {"step", p.step},
-          {"arm", p.arm},
-          {"tier", opt(p.tier)},
-          {"run_seed", opt(p.run_seed)},
-          {"parent", p.parent ? to_json(*p.parent) : nlohmann::json()},
-          {"data", p.data},
-          {"data_files", p.data_files},
-          {"sequences", p.sequences},
-          {"length", p.length},
-          {"batch_size", p.batch_size},
-          {"probe_seed", opt(p.probe_seed)},
-          {"selection", p.selection},
-          {"val_fingerprint", opt(p.val_fingerprint)},
-          {"device", p.device},
-          {"optimizer_state", opt(p.optimizer_state)},
-          {"dtype", p.dtype},
-          {"attention", p.attention},
-          {"attnlab", p.attnlab}};
+  nlohmann::json j = {{"checkpoint", p.checkpoint},
+                      {"step", p.step},
+                      {"arm", p.arm},
+                      {"tier", opt(p.tier)},
+                      {"run_seed", opt(p.run_seed)},
+                      {"parent", p.parent ? to_json(*p.parent) : nlohmann::json()},
+                      {"data", p.data},
+                      {"data_files", p.data_files},
+                      {"sequences", p.sequences},
+                      {"length", p.length},
+                      {"batch_size", p.batch_size},
+                      {"probe_seed", opt(p.probe_seed)},
+                      {"selection", p.selection},
+                      {"val_fingerprint", opt(p.val_fingerprint)},
+                      {"device", p.device},
+                      {"optimizer_state", opt(p.optimizer_state)},
+                      {"dtype", p.dtype},
+                      {"attention", p.attention},
+                      {"attnlab", p.attnlab}};
+  if (p.attention_self_check) j["attention_self_check"] = to_json(*p.attention_self_check);
+  return j;
 }
 
 Provenance provenance_from_json(const nlohmann::json& j) {
@@ -161,6 +175,8 @@ Provenance provenance_from_json(const nlohmann::json& j) {
   p.dtype = json_field<std::string>(j, "dtype", w);
   p.attention = json_field<std::string>(j, "attention", w);
   p.attnlab = json_field<std::string>(j, "attnlab", w);
+  if (j.contains("attention_self_check"))
+    p.attention_self_check = self_check_result_from_json(j.at("attention_self_check"), w + ".attention_self_check");
   return p;
 }
 
@@ -206,6 +222,8 @@ TrainedRun open_trained(const fs::path& checkpoint, const OpenOptions& options) 
 
   run.device = resolve_device(options.device);
   p.device = run.device.str();
+  run.autocast = options.autocast && run.device.is_cuda();
+  check_attention(run, options);
   run.model->to(run.device);
   run.model->eval();
   return run;

@@ -3,11 +3,13 @@
 
 #include <chrono>
 #include <cmath>
+#include <exception>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include "attnlab/attention_self_check.h"
 #include "attnlab/cpu_memory.h"
 #include "attnlab/device.h"
 #include "attnlab/fused_adamw.h"
@@ -71,6 +73,30 @@ void build_model(Trainee& t, const RunConfig& cfg) {
                counts.non_embedding / 1e6, counts.arm_extra, device_name(t.device));
 }
 
+// The first-use self-check of the run's attention (docs/kernels.md): its arm, backend and head_dim on
+// its device, in the dtype its kernels see (bfloat16 under autocast). Every rank checks its own
+// device; the ranks agree on the outcome before any throws, so a failure on one rank stops every rank
+// at once instead of leaving the others waiting in the next collective.
+std::optional<SelfCheckResult> check_attention(Trainee& t, const RunConfig& cfg, const TrainOptions& options) {
+  if (!t.device.is_cuda() && !options.self_check_on_cpu) return std::nullopt;
+  SelfCheckCase c;
+  c.arm = cfg.model.arm_spec(), c.backend = cfg.attention.backend, c.device = t.device;
+  c.dtype = t.autocast ? at::kBFloat16 : at::kFloat, c.head_dim = cfg.model.head_dim();
+  std::optional<SelfCheckResult> result;
+  std::exception_ptr failure;
+  try {
+    result = first_use_self_check(c, options.self_check);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  const bool any_failed = t.dp.max(failure ? 1 : 0) != 0;
+  if (failure) std::rethrow_exception(failure);
+  if (any_failed)
+    throw TrainError("the attention self-check failed on another rank (its log names the tensor); set "
+                     "attention.backend: reference to run on the composed ops instead");
+  return result;
+}
+
 }  // namespace
 
 Trainee make_trainee(const RunConfig& cfg, const TrainOptions& options) {
@@ -90,6 +116,7 @@ Trainee make_trainee(const RunConfig& cfg, const TrainOptions& options) {
     throw TrainError("--branch-from " + options.branch_from->string() + ": no such checkpoint or run directory");
   open_data(t, cfg);
   build_model(t, cfg);
+  t.self_check = check_attention(t, cfg, options);
   return t;
 }
 

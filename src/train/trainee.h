@@ -31,11 +31,13 @@ struct Trainee {
   std::shared_ptr<const ValidationSet> val;
   double data_seconds = 0.0;     ///< wall time spent fetching batches (final.json's time_s.data)
   double compute_seconds = 0.0;  ///< and in the rest of the steps (time_s.compute)
+  std::optional<SelfCheckResult> self_check;  ///< the first-use attention self-check, where one ran
 };
 
 /// Checks `cfg` and the environment and builds everything a run needs before its directory is
 /// claimed (so a refused start leaves nothing behind): the device, the ranks, the data, the model
-/// initialised from cfg.seed on its device, and AdamW on its parameter groups.
+/// initialised from cfg.seed on its device, AdamW on its parameter groups, and the first-use
+/// self-check of the run's attention on its device (TrainOptions::self_check_on_cpu).
 Trainee make_trainee(const RunConfig& cfg, const TrainOptions& options);
 
 /// What one optimizer step did.

@@ -141,6 +141,7 @@ FinalRecord final_record(const RunConfig& cfg, const Trainee& t, const Run& r, c
   f.time_s = {t.data_seconds,          t.compute_seconds,    c.evaluator.seconds(),
               c.checkpointer.seconds(), c.logger.seconds(), c.tracker.seconds()};
   f.parent = r.state.trainer.parent;
+  f.attention_self_check = t.self_check;
   return f;
 }
 

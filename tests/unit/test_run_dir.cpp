@@ -66,6 +66,51 @@ TEST(FinalRecord, AMissingOrMistypedKeyIsAnErrorNamingIt) {
   EXPECT_NE(error_of([&] { final_record_from_json(j, "f"); }).find("time_s.track"), std::string::npos);
 }
 
+SelfCheckResult sample_self_check() {
+  SelfCheckResult c;
+  c.backend = "flash", c.arm = "sink_logit", c.dtype = "BFloat16", c.device = "cuda:0", c.head_dim = 64;
+  c.shape = {2, 2, 192};
+  c.checks = {{"o", 3e-3, 2.5e-3, 7e-3}, {"lse", 1e-6, 1e-6, 1.02e-4}, {"dq", 9e-3, 5e-3, 1.2e-2}};
+  c.milliseconds = 41.5;
+  return c;
+}
+
+// A GPU run's record carries its self-check, in the order the rule holds the tensors; a CPU run's
+// record has no such key (the two keys only some runs have).
+TEST(FinalRecord, TheSelfCheckRoundTripsAndIsWrittenOnlyWhereOneRan) {
+  EXPECT_FALSE(to_json(sample_record()).contains("attention_self_check"));
+  EXPECT_FALSE(final_record_from_json(to_json(sample_record()), "f").attention_self_check);
+  auto r = sample_record();
+  r.attention_self_check = sample_self_check();
+  const auto j = to_json(r);
+  EXPECT_EQ(j["attention_self_check"]["worst"], "dq");  // 9e-3 of 1.2e-2 is the nearest its bound
+  EXPECT_EQ(j["attention_self_check"]["passed"], true);
+  const auto back = final_record_from_json(j, "final.json");
+  ASSERT_TRUE(back.attention_self_check);
+  EXPECT_EQ(to_json(back), j);
+  std::vector<std::string> order;
+  for (const auto& c : back.attention_self_check->checks) order.push_back(c.tensor);
+  EXPECT_EQ(order, (std::vector<std::string>{"o", "lse", "dq"}));
+}
+
+TEST(FinalRecord, ADamagedSelfCheckIsAnErrorNamingItsKey) {
+  auto r = sample_record();
+  r.attention_self_check = sample_self_check();
+  auto j = to_json(r);
+  j["attention_self_check"]["tensors"]["dq"].erase("bound");
+  auto what = error_of([&] { final_record_from_json(j, "/r/final.json"); });
+  EXPECT_NE(what.find("/r/final.json"), std::string::npos) << what;
+  EXPECT_NE(what.find("attention_self_check.tensors.dq.bound"), std::string::npos) << what;
+  j = to_json(r);
+  j["attention_self_check"]["passed"] = false;  // the errors say it passed
+  what = error_of([&] { final_record_from_json(j, "f"); });
+  EXPECT_NE(what.find("attention_self_check.passed"), std::string::npos) << what;
+  j = to_json(r);
+  j["attention_self_check"]["tensors"]["dz"] = j["attention_self_check"]["tensors"]["dq"];
+  what = error_of([&] { final_record_from_json(j, "f"); });
+  EXPECT_NE(what.find("'dz'"), std::string::npos) << what;
+}
+
 TEST(ResumeRule, OnlyTheBudgetObservationAndPlaceMayChange) {
   RunConfig a;
   auto b = a;

@@ -17,6 +17,7 @@ void add_eval_command(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   args->open.tokens.tokens = 131072;
+  args->open.autocast = true;  // bf16 autocast on CUDA, so the first-use self-check is of bfloat16 attention
   auto* cmd = app.add_subcommand("eval", "Validation loss (nats/token) of a checkpoint on any shards");
   cmd->add_option("--checkpoint", args->checkpoint, "Run directory (newest good checkpoint), checkpoint directory or model.safetensors")
       ->required();
@@ -30,7 +31,7 @@ void add_eval_command(CLI::App& app) {
   cmd->callback([args] {
     auto run = open_trained(args->checkpoint, args->open);
     const auto& p = run.provenance;
-    const double loss = evaluate(*run.model, *run.validation, p.batch_size, run.device, run.device.is_cuda());
+    const double loss = evaluate(*run.model, *run.validation, p.batch_size, run.device, run.autocast);
     std::cout << fmt::format("{}: step {}, arm {}: val loss {:.6f} nats/token over {} tokens of {}\n", p.checkpoint,
                              p.step, p.arm, loss, run.validation->num_targets(), p.data);
   });

@@ -4,9 +4,10 @@
 //  - float32 and float64: every in-attention arm against the composed-op reference, as tightly as the
 //    flash backend's key columns (test_flash_key_columns.cpp), ordinary and extreme parameters
 //    (b_h = +-100, gate logits +-200), T in {1, 2, 65, 192}, head_dim 16 and 61;
-//  - bfloat16 and float16: bit for bit the flash backend's key-columns composition on the same kernel
-//    (which test_flash_key_columns.cpp holds to the half-precision rule), so the route adds nothing of
-//    its own to the arithmetic but cuDNN's conventions;
+//  - every dtype: the flash backend's key-columns composition on the same kernel (which
+//    test_flash_key_columns.cpp holds to the half-precision rule), bit for bit without a sink term and
+//    to a few ulp with one, so the route adds nothing of its own to the arithmetic but cuDNN's
+//    conventions;
 //  - the routing bias and the lse gradient reach the kernel in key columns, never as a mask;
 //  - the backend's name, refusals and what `auto` says about it.
 #include <gtest/gtest.h>
@@ -61,7 +62,7 @@ class CudnnComposition : public ::testing::TestWithParam<Param> {};
 
 TEST_P(CudnnComposition, MatchesReferenceAtEveryLength) {
   const auto& [name, dtype] = GetParam();
-  if (dtype != at::kFloat && dtype != at::kDouble) GTEST_SKIP() << "half types: BitForBitTheFlashKeyColumns";
+  if (dtype != at::kFloat && dtype != at::kDouble) GTEST_SKIP() << "half types: TheFlashKeyColumnsOnTheSameKernel";
   const auto arm = parity::arm_named(name);
   for (bool extremes : {false, true}) {
     // As test_flash_key_columns.cpp: float64 round-off of two summation orders; float32 the CPU
@@ -78,9 +79,17 @@ TEST_P(CudnnComposition, MatchesReferenceAtEveryLength) {
   }
 }
 
-TEST_P(CudnnComposition, BitForBitTheFlashKeyColumns) {
+// The cuDNN route against the flash backend's key columns on the same kernel. Without a sink term
+// bit for bit. With one, the sink correction's exp and logaddexp read the kernel's lse in another
+// memory layout (the CPU flash kernel's [B, T, H] against cuDNN's [B, H, T, 1] made [B, H, T]), which
+// LibTorch's vectorised CPU loops round differently: a few ulp of float32 (6 measured, on d b_h, a sum
+// over every row), at most one ulp of a half-type output. A composition that differed in anything
+// else would be far outside that.
+TEST_P(CudnnComposition, TheFlashKeyColumnsOnTheSameKernel) {
   const auto& [name, dtype] = GetParam();
   const auto arm = parity::arm_named(name);
+  const double ulps = dtype == at::kBFloat16 ? 0x1p-7 : dtype == at::kHalf ? 0x1p-10
+                      : 8 * (dtype == at::kDouble ? 0x1p-52 : 0x1p-23);  // normalised: relative to max |b|
   for (bool extremes : {false, true}) {
     for (int64_t T : {17, 65}) {
       const auto l = parity::as_leaves(parity::rounded(values(T, 64, extremes), dtype), at::kCPU, dtype);
@@ -92,7 +101,12 @@ TEST_P(CudnnComposition, BitForBitTheFlashKeyColumns) {
                                        {cudnn.dtau, columns.dtau, "d tau_h"}, {cudnn.dw, columns.dw, "d w_h"},
                                        {cudnn.dc, columns.dc, "d c_h"}}) {
         ASSERT_EQ(a.defined(), b.defined()) << what << " " << part;
-        if (a.defined()) EXPECT_TRUE(at::equal(a, b)) << what << " " << part;
+        if (!a.defined()) continue;
+        if (arm.sink == SinkKind::none) {
+          EXPECT_TRUE(at::equal(a, b)) << what << " " << part;
+        } else {
+          EXPECT_LE(parity::normalised_error(a, b), ulps) << what << " " << part;
+        }
       }
     }
   }

@@ -55,7 +55,7 @@ void expect_names(const std::vector<std::pair<E, std::string>>& expected, const 
 TEST(NameTables, EveryNameParsesAndPrintsBack) {
   using B = AttentionBackend;
   expect_names<B>({{B::automatic, "auto"}, {B::fused, "fused"}, {B::reference, "reference"}, {B::sdpa, "sdpa"},
-                   {B::flash, "flash"}},
+                   {B::flash, "flash"}, {B::cudnn, "cudnn"}},
                   "attention backend");
   expect_names<DeviceChoice>({{DeviceChoice::automatic, "auto"}, {DeviceChoice::cpu, "cpu"}, {DeviceChoice::cuda, "cuda"}},
                              "device");
@@ -124,7 +124,7 @@ class ConfigNames : public ::testing::Test {
 
 // key, its valid names as docs/config.md lists them.
 const std::vector<std::pair<std::string, std::string>> kEnumKeys = {
-    {"attention.backend", "auto, fused, reference, sdpa, flash"},
+    {"attention.backend", "auto, fused, reference, sdpa, flash, cudnn"},
     {"train.device", "auto, cpu, cuda"},
     {"train.precision", "bf16, fp32"},
     {"model.gelu", "tanh, erf"},

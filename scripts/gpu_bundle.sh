@@ -28,8 +28,13 @@ if [ "${ATTNLAB_GPU_BUNDLE_NO_BUILD:-0}" != 1 ]; then
   # shellcheck disable=SC2086  # the list is words
   ATTNLAB_BUILD_DIR=$BUILD_DIR bash scripts/build.sh --target $GPU_BUNDLE_BINARIES
 fi
-# shellcheck source=scripts/setup.sh
-ATTNLAB_SKIP_SETUP=1 source scripts/setup.sh >/dev/null
+# The python whose torch the build compiled against (the tests' too): its version goes in the
+# manifest, its library directories into the checks below, and the dry run runs it.
+python=$(sed -n 's/^ATTNLAB_PYTHON:FILEPATH=//p' "$BUILD_DIR/CMakeCache.txt")
+if [ ! -x "$python" ]; then
+  echo "gpu_bundle: $BUILD_DIR/CMakeCache.txt names no ATTNLAB_PYTHON that exists ('$python'): configure with scripts/build.sh" >&2
+  exit 1
+fi
 if ! grep -q '^ATTNLAB_CUDA_ARCHS:STRING=90$' "$BUILD_DIR/CMakeCache.txt" || ! grep -q 'torch_cuda' "$BUILD_DIR/build.ninja"; then
   echo "gpu_bundle: $BUILD_DIR is not a CUDA build for sm_90 against torch_cuda (nvcc missing at configure time?)" >&2
   exit 1
@@ -39,14 +44,14 @@ tmp="$DIR.partial"
 rm -rf "$tmp"
 mkdir -p "$tmp/bin" "$tmp/lib"
 for bin in $GPU_BUNDLE_BINARIES; do
-  strip --strip-unneeded -o "$tmp/bin/$bin" "$BUILD_DIR/$bin"
+  strip --strip-unneeded -o "$tmp/bin/$bin" "$(gpu_bundle_built "$BUILD_DIR" "$bin")"
 done
 
 # The system libraries the binaries load that are not the base system's: resolved as the build
 # machine's loader resolves them, copied under their sonames.
-torch_path=$(gpu_bundle_torch_path "$ATTNLAB_VENV/bin/python")
+{ read -r torch_version; read -r torch_path; } < <(gpu_bundle_torch_info "$python")
 for bin in $GPU_BUNDLE_BINARIES; do
-  LD_LIBRARY_PATH="$torch_path" ldd "$BUILD_DIR/$bin" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
+  LD_LIBRARY_PATH="$torch_path" ldd "$(gpu_bundle_built "$BUILD_DIR" "$bin")" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
 done | sort -u | while read -r soname path; do
   case " ${GPU_BUNDLE_BASE_LIBS//$'\n'/ } $GPU_BUNDLE_DRIVER_LIBS " in *" $soname "*) continue ;; esac
   case "$path" in /lib/* | /usr/lib/* | /lib64/* | /usr/lib64/*) ;; *) continue ;; esac
@@ -56,7 +61,8 @@ done
 {
   echo "commit: $(git rev-parse HEAD)$(git diff --quiet HEAD -- src include tools kernels tests || echo ' (with uncommitted changes)')"
   echo "built: $(date -u +%FT%TZ) on $(. /etc/os-release && echo "$PRETTY_NAME"), $(gcc --version | head -1)"
-  echo "torch: $("$ATTNLAB_VENV/bin/python" -c 'import torch; print(torch.__version__)')"
+  echo "torch: $torch_version"
+  echo "python: $python"
   echo "cuda archs: $(grep '^ATTNLAB_CUDA_ARCHS:' "$BUILD_DIR/CMakeCache.txt" | cut -d= -f2)"
   echo "needs: $(gpu_bundle_symbol_versions "$tmp")"
   echo "carried libraries: $(find "$tmp/lib" -type f -printf '%f\n' | sort | tr '\n' ' ')"

@@ -55,7 +55,8 @@ describe_machine() {
     echo "date: $(date -u +%FT%TZ)  commit: $(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)  dry run: $DRY"
     echo "bundle: $BUNDLE"
     sed 's/^/  /' "$BUNDLE/manifest.txt"
-    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 | head -3
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 | head -3 ||
+      echo "nvidia-smi: not found or failed"
     "$PYTHON" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version(), "device", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none")' 2>&1
     echo "glibc: $(ldd --version | head -1)"
     echo "cores: $(nproc)"
@@ -68,11 +69,10 @@ check_bundle() {
     note "no bundle at ${ATTNLAB_GPU_BUNDLE:-.gpu-bundle}: make it on the CPU machine with scripts/gpu_bundle.sh and carry it"
     return 1
   fi
-  local want have
+  local want
   want=$(sed -n 's/^torch: //p' "$BUNDLE/manifest.txt")
-  have=$("$PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null)
-  if [ "$want" != "$have" ]; then
-    note "the bundle was built against torch $want, this python ($PYTHON) has ${have:-no torch}: rebuild for it"
+  if [ "$want" != "$TORCH_VERSION" ]; then
+    note "the bundle was built against torch $want, this python ($PYTHON) has ${TORCH_VERSION:-no torch}: rebuild for it"
     return 1
   fi
   grep -q "^commit: $(git rev-parse HEAD 2>/dev/null)\$" "$BUNDLE/manifest.txt" ||
@@ -143,13 +143,13 @@ train_check() {
   fi
 }
 
+# The GPU machine's python with its torch; in a dry run the one the bundle was made with (manifest).
 PYTHON=${ATTNLAB_GPU_PYTHON:-python3}
-if [ "$DRY" = 1 ]; then
-  # shellcheck source=scripts/setup.sh
-  ATTNLAB_SKIP_SETUP=1 source scripts/setup.sh >/dev/null || exit 1
-  PYTHON="$ATTNLAB_VENV/bin/python"
+if [ "$DRY" = 1 ] && [ -z "${ATTNLAB_GPU_PYTHON:-}" ] && [ -n "$BUNDLE" ]; then
+  PYTHON=$(sed -n 's/^python: //p' "$BUNDLE/manifest.txt" 2>/dev/null)
 fi
-TORCH_PATH=$(gpu_bundle_torch_path "$PYTHON" 2>/dev/null) || TORCH_PATH=""
+TORCH_VERSION="" TORCH_PATH=""
+{ read -r TORCH_VERSION; read -r TORCH_PATH; } < <(gpu_bundle_torch_info "$PYTHON" 2>/dev/null)
 # The binaries find the bundle's libraries, then torch's wheels', before anything of this machine's.
 export LD_LIBRARY_PATH="${BUNDLE:+$BUNDLE/lib:}$TORCH_PATH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export ATTNLAB_SOURCE_DIR=$REPO  # the tests' configs: this tree, not the build machine's

@@ -14,15 +14,21 @@ GPU_BUNDLE_DRIVER_LIBS="libcuda.so.1 libnvidia-ml.so.1"
 # The bundle's binaries, in the order the GPU check runs them.
 GPU_BUNDLE_BINARIES="attnlab test_gpu bench_attention"
 
-# Prints torch's library directory for python $1, then the lib directories of its nvidia-* wheels,
-# ':'-separated.
-gpu_bundle_torch_path() {
+# Where build directory $1 puts program $2: the test executables under tests/, the others at its top.
+gpu_bundle_built() {
+  case $2 in test_*) echo "$1/tests/$2" ;; *) echo "$1/$2" ;; esac
+}
+
+# Prints, for python $1, torch's version on the first line and on the second its library directory
+# then the lib directories of its nvidia-* wheels, ':'-separated (one import of torch for both).
+gpu_bundle_torch_info() {
   "$1" - <<'EOF'
 import glob, os
 import torch
 dirs = [os.path.join(os.path.dirname(torch.__file__), "lib")]
 site = os.path.dirname(os.path.dirname(torch.__file__))
 dirs += sorted(d for d in glob.glob(os.path.join(site, "nvidia", "**", "lib"), recursive=True) if os.path.isdir(d))
+print(torch.__version__)
 print(":".join(dirs))
 EOF
 }

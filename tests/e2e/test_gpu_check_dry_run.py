@@ -5,6 +5,7 @@ overruns its budget is stopped and the next one still runs.
 
 Run by ctest (gpu_check.dry_run) with ATTNLAB_BUILD_DIR set to the build; skipped without it.
 """
+import json
 import os
 import re
 import subprocess
@@ -53,7 +54,13 @@ class GpuCheckDryRun(unittest.TestCase):
             self.assertRegex(summary, rf"{step}: ok in \d+ s \(budget")
         self.assertIn("libraries: every binary's resolve", summary)
         self.assertRegex(summary, r"size: tree \d+ KiB \+ bundle \d+ KiB")
-        self.assertIn("| passed |", (out / "self-check.md").read_text())
+        table = (out / "self-check.md").read_text()
+        self.assertIn("| passed |", table)
+        self.assertNotIn("[info]", table, "the log goes to stderr, the table alone to the file")
+        records = json.loads((out / "self-check.json").read_text())
+        self.assertEqual({r["arm"] for r in records}, {"baseline", "sink_logit", "renorm"})
+        self.assertTrue(all(r["passed"] and r["tensors"]["dq"]["error"] <= r["tensors"]["dq"]["bound"]
+                            for r in records), records)
         self.assertIn("| baseline | 2 |", (out / "train-check.md").read_text())
 
     def test_a_step_over_its_budget_is_stopped_and_the_next_runs(self):

@@ -108,7 +108,10 @@ void add_self_check_command(CLI::App& app) {
   cmd->add_option("--dtypes", args->dtypes, "dtypes of q, k, v (default: bfloat16 float16 on CUDA, float32 on CPU)");
   cmd->add_option("--head-dim", args->head_dim, "head_dim of the case")->capture_default_str()->check(positive());
   cmd->add_option("--json", args->json, "also write every result as a JSON array to this file");
-  cmd->callback([args] { run(*args); });
+  cmd->callback([args] {
+    log_to_stderr("self-check");  // the table alone on stdout
+    run(*args);
+  });
 }
 
 }  // namespace attnlab::cli

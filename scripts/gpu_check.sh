@@ -8,8 +8,9 @@
 #   3 bench_attention  flash vs cudnn vs plain SDPA vs the reference, every arm, bf16, T = 1024-4096
 #   4 bench_step       the 124m tier's training step: tokens/s and MFU per arm and backend
 #   5 train_check      200 steps of the 10m tier's model, baseline and sink_logit, losses against CPU fp32
-# and writes logs and tables to OUT_DIR. The whole fits 8 minutes (docs/building.md has each step's
-# estimate and budget).
+# and writes to OUT_DIR the 8 files that come back from the GPU machine: summary.txt, env.txt,
+# steps.log (every step's output), self-check.md and .json, bench-attention.md, bench-step.md and
+# train-check.md. The whole fits 8 minutes (docs/building.md has each step's estimate and budget).
 #   scripts/gpu_check.sh OUT_DIR              on the GPU machine, bundle in $ATTNLAB_GPU_BUNDLE (.gpu-bundle)
 #   scripts/gpu_check.sh --dry-run OUT_DIR    on the CPU machine: everything but the device calls (the
 #                                             bundle's size, its libraries in a clean environment, every
@@ -30,6 +31,7 @@ mkdir -p "$OUT_DIR" && OUT_DIR=$(cd "$OUT_DIR" && pwd)
 BUNDLE=$(cd "${ATTNLAB_GPU_BUNDLE:-.gpu-bundle}" 2>/dev/null && pwd) || BUNDLE=""
 SUMMARY="$OUT_DIR/summary.txt"
 : >"$SUMMARY"
+: >"$OUT_DIR/steps.log"
 T0=$SECONDS
 status=0
 note() { echo "[gpu_check] $*" | tee -a "$SUMMARY"; }
@@ -38,15 +40,17 @@ note() { echo "[gpu_check] $*" | tee -a "$SUMMARY"; }
 declare -A BUDGET=([self_check]=45 [gpu_tests]=110 [bench_attention]=100 [bench_step]=140 [train_check]=60)
 for kv in ${ATTNLAB_GPU_CHECK_BUDGETS:-}; do BUDGET[${kv%%=*}]=${kv#*=}; done
 
-# Runs step $1 (function $1, output appended to OUT_DIR/$2) under its budget; notes the outcome.
+# Runs step $1 (function $1, its output appended to OUT_DIR/steps.log under a header) under its
+# budget; notes the outcome.
 step() {
-  local name=$1 log=$2 t0=$SECONDS rc
-  timeout --signal=TERM --kill-after=5 "${BUDGET[$name]}" bash -c "$name" >>"$OUT_DIR/$log" 2>&1
+  local name=$1 t0=$SECONDS rc
+  echo "==== $name" >>"$OUT_DIR/steps.log"
+  timeout --signal=TERM --kill-after=5 "${BUDGET[$name]}" bash -c "$name" >>"$OUT_DIR/steps.log" 2>&1
   rc=$?
   local what="ok"
   [ $rc -ne 0 ] && what="FAILED (exit $rc)"
   [ $rc -eq 124 ] || [ $rc -eq 137 ] && what="STOPPED at its budget of ${BUDGET[$name]} s"
-  note "$name: $what in $((SECONDS - t0)) s (budget ${BUDGET[$name]} s), log $log"
+  note "$name: $what in $((SECONDS - t0)) s (budget ${BUDGET[$name]} s)"
   return $rc
 }
 
@@ -77,11 +81,12 @@ check_bundle() {
   fi
   grep -q "^commit: $(git rev-parse HEAD 2>/dev/null)\$" "$BUNDLE/manifest.txt" ||
     note "warning: the bundle was built from another commit ($(sed -n 's/^commit: //p' "$BUNDLE/manifest.txt"))"
-  if ! gpu_bundle_check_libraries "$BUNDLE" "$TORCH_PATH" >"$OUT_DIR/libraries.txt" 2>&1; then
-    note "libraries: some do not resolve from the bundle, torch's wheels or the base system (libraries.txt)"
+  echo "==== libraries" >>"$OUT_DIR/steps.log"
+  if ! gpu_bundle_check_libraries "$BUNDLE" "$TORCH_PATH" >>"$OUT_DIR/steps.log" 2>&1; then
+    note "libraries: some do not resolve from the bundle, torch's wheels or the base system (steps.log)"
     return 1
   fi
-  note "libraries: every binary's resolve from the bundle, torch's wheels or the base system (libraries.txt)"
+  note "libraries: every binary's resolve from the bundle, torch's wheels or the base system (steps.log)"
 }
 
 # What travels: the working tree and the bundle, against the 64 MiB limit (dry run).
@@ -106,7 +111,7 @@ self_check() {
 }
 
 gpu_tests() {
-  "$BUNDLE/bin/test_gpu" --gtest_brief=1 --gtest_output="xml:$OUT_DIR/gpu-tests.xml"
+  "$BUNDLE/bin/test_gpu" --gtest_brief=1
 }
 
 bench_attention() {
@@ -166,8 +171,7 @@ n=0
 for name in self_check gpu_tests bench_attention bench_step train_check; do
   n=$((n + 1))
   case " $selected " in *" $n "*) ;; *) continue ;; esac
-  log=$(echo "$name" | tr _ -).log
-  if ! step "$name" "$log"; then
+  if ! step "$name"; then
     case $name in bench_*) ;; *) status=1 ;; esac  # benchmarks: reported, never fatal
   fi
 done

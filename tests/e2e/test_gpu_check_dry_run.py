@@ -8,6 +8,7 @@ Run by ctest (gpu_check.dry_run) with ATTNLAB_BUILD_DIR set to the build; skippe
 import json
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import unittest
@@ -32,6 +33,7 @@ class GpuCheckDryRun(unittest.TestCase):
 
     def dry_run(self, **env):
         out = Path(tempfile.mkdtemp(prefix="gpu_check_dry_"))
+        self.addCleanup(shutil.rmtree, out, True)
         done = subprocess.run(["bash", str(REPO / "scripts/gpu_check.sh"), "--dry-run", str(out)],
                               env=dict(os.environ, ATTNLAB_GPU_BUNDLE=str(self.bundle), **env),
                               capture_output=True, text=True)
@@ -54,6 +56,9 @@ class GpuCheckDryRun(unittest.TestCase):
             self.assertRegex(summary, rf"{step}: ok in \d+ s \(budget")
         self.assertIn("libraries: every binary's resolve", summary)
         self.assertRegex(summary, r"size: tree \d+ KiB \+ bundle \d+ KiB")
+        files = sorted(p.name for p in out.iterdir())
+        self.assertTrue(all(p.is_file() for p in out.iterdir()), files)
+        self.assertLessEqual(len(files), 8, f"at most 8 files come back from the GPU machine: {files}")
         table = (out / "self-check.md").read_text()
         self.assertIn("| passed |", table)
         self.assertNotIn("[info]", table, "the log goes to stderr, the table alone to the file")

@@ -22,7 +22,7 @@ manifest.json's "updated" time and absolute paths; and each analysis output's "a
 (version and revision). model.safetensors and optimizer.safetensors must be
 identical bytes.
 
-    python3 tools/compare_runs.py --base /work/baseline/attnlab --new build/attnlab [--work DIR] [--keep]
+    python3 tools/compare_runs.py --base OLD_BUILD/attnlab --new build/attnlab [--work DIR] [--keep]
 
 Exit status 0 when everything compared equal; 1 with each difference listed otherwise.
 """

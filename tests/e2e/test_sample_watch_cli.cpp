@@ -229,11 +229,12 @@ TEST_F(SampleWatchE2E, WatchWritesEventsForOneRun) {
                     dir() / "w1.txt"),
             0)
       << read(dir() / "w1.txt.err");
-  int files = 0;
-  for (const auto& e : fs::directory_iterator(dir() / "tb1/s1"))
+  int files = 0;  // a run of a sweep is named by its path in the sweep (WatchNamesOneRunOfASweepByItsPathInTheSweep)
+  for (const auto& e : fs::directory_iterator(dir() / "tb1/tiny/sink_logit/s1"))
     files += e.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
   EXPECT_EQ(files, 1);
-  EXPECT_NE(read(dir() / "w1.txt.err").find("s1: 30 records (finished)"), std::string::npos) << read(dir() / "w1.txt.err");
+  EXPECT_NE(read(dir() / "w1.txt.err").find("tiny/sink_logit/s1: 30 records (finished)"), std::string::npos)
+      << read(dir() / "w1.txt.err");
 }
 
 TEST_F(SampleWatchE2E, WatchNeedsADestination) {

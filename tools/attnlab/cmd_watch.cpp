@@ -40,9 +40,12 @@ constexpr double kMaxPollSeconds = 3600;  // tools/watch_metrics.py's limit too
 // watched, and two runs' "s1" directories do not share a name; else its directory's name.
 std::string single_run_name(const fs::path& run_dir) {
   std::error_code ec;
-  const fs::path dir = fs::weakly_canonical(fs::absolute(run_dir), ec);
-  for (fs::path up = dir.parent_path(); !ec && up.has_relative_path(); up = up.parent_path()) {
-    if (!fs::is_regular_file(up / "manifest.json", ec)) continue;
+  fs::path dir = fs::weakly_canonical(fs::absolute(run_dir), ec);
+  if (ec) return base_name(run_dir);
+  if (dir.filename().empty()) dir = dir.parent_path();  // "run/" names the run as "run" does
+  for (fs::path up = dir.parent_path(); up.has_relative_path(); up = up.parent_path()) {
+    std::error_code absent;  // a missing manifest.json sets it: that only means "look further up"
+    if (!fs::is_regular_file(up / "manifest.json", absent)) continue;
     const std::string name = dir.lexically_relative(up).generic_string();
     try {
       for (const auto& entry : read_manifest(up).value_or(std::vector<ManifestEntry>{}))

@@ -21,26 +21,14 @@
 #include "attnlab/device.h"
 #include "attnlab/init.h"
 #include "attnlab/model.h"
-#include "gpu/model_under_autocast.h"
+#include "gpu/gpu_parity.h"
 #include "parity/arm_runner.h"
 #include "parity/parity_helpers.h"
 
 namespace attnlab {
 namespace {
 
-#define SKIP_WITHOUT_CUDA() \
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device (torch::cuda::is_available() is false)"
-
-std::string dtype_name(at::ScalarType t) { return t == at::kBFloat16 ? "bf16" : "f16"; }
-
-parity::ArmLeaves values(int64_t T, int64_t d, bool extreme) {
-  auto l = parity::arm_values(1900 + T + d, 2, 2, T, d);
-  if (extreme) {
-    const auto sign = at::tensor({1.0, -1.0}, at::kDouble);
-    l.b = 100.0 * sign, l.tau = 1.0 - 25.0 * sign, l.c = 200.0 * sign;
-  }
-  return l;
-}
+parity::ArmLeaves values(int64_t T, int64_t d, bool extreme) { return gpu::arm_case(1900 + T + d, T, d, extreme); }
 
 using Param = std::tuple<std::string, at::ScalarType>;
 
@@ -52,15 +40,9 @@ TEST_P(CudaCudnnArmParity, CudnnWithinTwiceTheReferenceError) {
   const auto arm = parity::arm_named(name);
   for (bool extreme : {false, true}) {
     for (int64_t T : {1, 65, 192, 257}) {  // cuDNN builds a graph per shape: few lengths, each a case
-      const auto v = parity::rounded(values(T, 64, extreme), dtype);
-      const auto exact =
-          parity::run_arm(arm, parity::as_leaves(v, at::kCPU, at::kDouble), AttentionBackend::reference, true);
-      const auto low = parity::run_arm(arm, parity::as_leaves(v, at::kCUDA, dtype), AttentionBackend::reference, true);
-      const auto rounding_p = parity::run_arm_rounding_p(arm, parity::as_leaves(v, at::kCUDA, dtype));
-      const auto cudnn = parity::run_arm(arm, parity::as_leaves(v, at::kCUDA, dtype), AttentionBackend::cudnn, true);
-      parity::expect_run_within_rule(cudnn, low, exact,
-                                     name + " " + dtype_name(dtype) + " T=" + std::to_string(T) + (extreme ? " extreme" : ""),
-                                     {parity::kHalfRuleFloor, 2.0, parity::kFlashParamFactor}, &rounding_p);
+      gpu::expect_backend_within_rule(arm, parity::rounded(values(T, 64, extreme), dtype), dtype, AttentionBackend::cudnn,
+                                      name + " " + gpu::dtype_name(dtype) + " T=" + std::to_string(T) +
+                                          (extreme ? " extreme" : ""));
     }
   }
 }
@@ -82,7 +64,7 @@ INSTANTIATE_TEST_SUITE_P(AllArms, CudaCudnnArmParity,
                          ::testing::Combine(::testing::ValuesIn(parity::in_attention_arm_names()),
                                             ::testing::Values(at::kBFloat16, at::kHalf)),
                          [](const auto& info) {
-                           return std::get<0>(info.param) + "_" + dtype_name(std::get<1>(info.param));
+                           return std::get<0>(info.param) + "_" + gpu::dtype_name(std::get<1>(info.param));
                          });
 
 TEST(CudaCudnnAttention, HeadDim128IsRefusedWithTheReason) {

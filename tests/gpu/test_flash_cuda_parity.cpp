@@ -20,27 +20,14 @@
 #include "attnlab/flash_attention.h"
 #include "attnlab/init.h"
 #include "attnlab/model.h"
-#include "gpu/model_under_autocast.h"
+#include "gpu/gpu_parity.h"
 #include "parity/arm_runner.h"
 #include "parity/parity_helpers.h"
 
 namespace attnlab {
 namespace {
 
-#define SKIP_WITHOUT_CUDA() \
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device (torch::cuda::is_available() is false)"
-
-std::string dtype_name(at::ScalarType t) { return t == at::kBFloat16 ? "bf16" : "f16"; }
-
-/// Seeded values; `extreme`: sinks +100 / -100 over heads, gate logits near +200 / -200.
-parity::ArmLeaves values(int64_t T, int64_t d, bool extreme) {
-  auto l = parity::arm_values(900 + T + d, 2, 2, T, d);
-  if (extreme) {
-    const auto sign = at::tensor({1.0, -1.0}, at::kDouble);
-    l.b = 100.0 * sign, l.tau = 1.0 - 25.0 * sign, l.c = 200.0 * sign;
-  }
-  return l;
-}
+parity::ArmLeaves values(int64_t T, int64_t d, bool extreme) { return gpu::arm_case(900 + T + d, T, d, extreme); }
 
 class CudaFlashArmParity : public ::testing::TestWithParam<std::tuple<std::string, at::ScalarType>> {};
 
@@ -51,17 +38,10 @@ TEST_P(CudaFlashArmParity, FlashWithinTwiceTheReferenceError) {
   for (bool extreme : {false, true}) {
     for (int64_t d : {64, 128}) {
       for (int64_t T : {1, 2, 63, 64, 65, 257}) {
-        const auto v = parity::rounded(values(T, d, extreme), dtype);
         // The loss reads lse too, so the lse-gradient path runs (phantom-mass probes differentiate it).
-        const auto exact =
-            parity::run_arm(arm, parity::as_leaves(v, at::kCPU, at::kDouble), AttentionBackend::reference, true);
-        const auto low = parity::run_arm(arm, parity::as_leaves(v, at::kCUDA, dtype), AttentionBackend::reference, true);
-        const auto rounding_p = parity::run_arm_rounding_p(arm, parity::as_leaves(v, at::kCUDA, dtype));
-        const auto flash = parity::run_arm(arm, parity::as_leaves(v, at::kCUDA, dtype), AttentionBackend::flash, true);
-        parity::expect_run_within_rule(flash, low, exact,
-                               name + " " + dtype_name(dtype) + " d=" + std::to_string(d) + " T=" + std::to_string(T) +
-                                   (extreme ? " extreme" : ""),
-                                       {parity::kHalfRuleFloor, 2.0, parity::kFlashParamFactor}, &rounding_p);
+        gpu::expect_backend_within_rule(arm, parity::rounded(values(T, d, extreme), dtype), dtype, AttentionBackend::flash,
+                                        name + " " + gpu::dtype_name(dtype) + " d=" + std::to_string(d) +
+                                            " T=" + std::to_string(T) + (extreme ? " extreme" : ""));
       }
     }
   }
@@ -71,7 +51,7 @@ INSTANTIATE_TEST_SUITE_P(AllArms, CudaFlashArmParity,
                          ::testing::Combine(::testing::ValuesIn(parity::in_attention_arm_names()),
                                             ::testing::Values(at::kBFloat16, at::kHalf)),
                          [](const auto& info) {
-                           return std::get<0>(info.param) + "_" + dtype_name(std::get<1>(info.param));
+                           return std::get<0>(info.param) + "_" + gpu::dtype_name(std::get<1>(info.param));
                          });
 
 // The lse-gradient path (a loss reading lse, as phantom-mass probes do) and the routing bias

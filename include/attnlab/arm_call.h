@@ -55,8 +55,9 @@ ArmRun run_arm(const ArmSpec& arm, const ArmLeaves& leaves, AttentionBackend bac
 /// Throws std::invalid_argument for Tq != Tk or a key mask.
 AttentionResult attention_rounding_p(const AttentionInputs& in);
 
-/// attention_rounding_p as the attention step of run_arm_with, with lse in the loss.
-ArmRun run_arm_rounding_p(const ArmSpec& arm, const ArmLeaves& leaves);
+/// attention_rounding_p as the attention step of run_arm_with, with lse in the loss unless
+/// `lse_in_loss` is false.
+ArmRun run_arm_rounding_p(const ArmSpec& arm, const ArmLeaves& leaves, bool lse_in_loss = true);
 
 /// A yardstick with a flash kernel's own arithmetic, forward and backward (FlashAttention-2's, as
 /// LibTorch's flash kernels and cuDNN's implement it): softmax of the float32 scores, routing bias
@@ -70,7 +71,8 @@ ArmRun run_arm_rounding_p(const ArmSpec& arm, const ArmLeaves& leaves);
 /// otherwise. Memory O(T^2) (it keeps P): a yardstick for small cases.
 AttentionResult attention_flash_arithmetic(const AttentionInputs& in);
 
-/// attention_flash_arithmetic as the attention step of run_arm_with, with lse in the loss.
-ArmRun run_arm_flash_arithmetic(const ArmSpec& arm, const ArmLeaves& leaves);
+/// attention_flash_arithmetic as the attention step of run_arm_with, with lse in the loss unless
+/// `lse_in_loss` is false (to compare with a backend that returns no lse: sdpa).
+ArmRun run_arm_flash_arithmetic(const ArmSpec& arm, const ArmLeaves& leaves, bool lse_in_loss = true);
 
 }  // namespace attnlab

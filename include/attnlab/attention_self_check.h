@@ -65,6 +65,7 @@ class AttentionSelfCheckError : public std::runtime_error {
 /// flash arithmetic}, rule_for_dtype(dtype)): a kernel may be as far from float64 as twice what a
 /// flash kernel's own arithmetic is, and no further (D_i from the rounded o, times a shared key
 /// component, is a correct kernel's dq error on the shared-large-key rows: docs/kernels.md).
+/// sdpa returns no lse: then no run's loss reads lse and lse is not checked.
 /// Returns the result when every tensor is within the rule. Throws AttentionSelfCheckError when one
 /// is not (a NaN included), std::invalid_argument when the backend cannot serve the case (the
 /// backend's own refusal, e.g. flash for float32 on CUDA), and whatever the kernels throw.

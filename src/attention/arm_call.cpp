@@ -146,18 +146,18 @@ AttentionResult attention_flash_arithmetic(const AttentionInputs& in) {
   return out;
 }
 
-ArmRun run_arm_flash_arithmetic(const ArmSpec& arm, const ArmLeaves& l) {
+ArmRun run_arm_flash_arithmetic(const ArmSpec& arm, const ArmLeaves& l, bool lse_in_loss) {
   const ArmAttend attend = [](const ArmSpec& a, const ArmLayerParams& p, const at::Tensor& q, const PreparedKeys& keys) {
     return attention_flash_arithmetic(arm_attention_inputs(a, p, q, keys));
   };
-  return run_arm_with(arm, l, AttentionBackend::flash, attend, /*lse_in_loss=*/true);
+  return run_arm_with(arm, l, AttentionBackend::flash, attend, lse_in_loss);
 }
 
-ArmRun run_arm_rounding_p(const ArmSpec& arm, const ArmLeaves& l) {
+ArmRun run_arm_rounding_p(const ArmSpec& arm, const ArmLeaves& l, bool lse_in_loss) {
   const ArmAttend attend = [](const ArmSpec& a, const ArmLayerParams& p, const at::Tensor& q, const PreparedKeys& keys) {
     return attention_rounding_p(arm_attention_inputs(a, p, q, keys));
   };
-  return run_arm_with(arm, l, AttentionBackend::reference, attend, /*lse_in_loss=*/true);
+  return run_arm_with(arm, l, AttentionBackend::reference, attend, lse_in_loss);
 }
 
 }  // namespace attnlab

@@ -70,15 +70,20 @@ AttentionSelfCheckError::AttentionSelfCheckError(SelfCheckResult result)
 
 namespace {
 
+// `with_lse`: the backend returns lse (all but sdpa), so the loss reads it and it is checked; without,
+// every run's loss reads o alone and lse is compared nowhere.
 SelfCheckResult run_check(const SelfCheckCase& c, const ArmAttend& attend, AttentionBackend gate_backend,
-                          const std::string& backend_name) {
+                          const std::string& backend_name, bool with_lse) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto src = rounded(self_check_values(c.head_dim, c.seed), c.dtype);
-  const auto exact = run_arm(c.arm, as_leaves(src, at::kCPU, at::kDouble), AttentionBackend::reference, true);
-  const auto low = run_arm(c.arm, as_leaves(src, c.device, c.dtype), AttentionBackend::reference, true);
-  const auto rounding_p = run_arm_rounding_p(c.arm, as_leaves(src, c.device, c.dtype));
-  const auto arithmetic = run_arm_flash_arithmetic(c.arm, as_leaves(src, c.device, c.dtype));
-  const auto got = run_arm_with(c.arm, as_leaves(src, c.device, c.dtype), gate_backend, attend, true);
+  const auto on_device = [&] { return as_leaves(src, c.device, c.dtype); };
+  auto exact = run_arm(c.arm, as_leaves(src, at::kCPU, at::kDouble), AttentionBackend::reference, with_lse);
+  auto low = run_arm(c.arm, on_device(), AttentionBackend::reference, with_lse);
+  auto rounding_p = run_arm_rounding_p(c.arm, on_device(), with_lse);
+  auto arithmetic = run_arm_flash_arithmetic(c.arm, on_device(), with_lse);
+  auto got = run_arm_with(c.arm, on_device(), gate_backend, attend, with_lse);
+  if (!with_lse)
+    for (auto* run : {&exact, &low, &rounding_p, &arithmetic, &got}) run->lse = run->phantom = at::Tensor();
   SelfCheckResult result;
   result.backend = backend_name;
   result.arm = c.arm.name;
@@ -99,12 +104,12 @@ SelfCheckResult check_attention_backend(const SelfCheckCase& c) {
   const auto backend = resolved_backend(c);
   const ArmAttend attend = [backend](const ArmSpec& a, const ArmLayerParams& p, const at::Tensor& q,
                                      const PreparedKeys& keys) { return arm_attention(a, p, q, keys, false, backend); };
-  return run_check(c, attend, backend, to_string(backend));
+  return run_check(c, attend, backend, to_string(backend), /*with_lse=*/backend != AttentionBackend::sdpa);
 }
 
 SelfCheckResult check_attention_backend(const SelfCheckCase& c, const ArmAttend& attend,
                                         AttentionBackend gate_backend, const std::string& name) {
-  return run_check(c, attend, gate_backend, name);
+  return run_check(c, attend, gate_backend, name, /*with_lse=*/true);
 }
 
 SelfCheckResult first_use_self_check(const SelfCheckCase& c, const SelfCheckRunner& runner) {

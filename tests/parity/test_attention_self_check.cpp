@@ -93,6 +93,13 @@ TEST_P(SelfCheckRealBackends, PassOnTheCpu) {
       if (c.tensor == "dq") EXPECT_GT(c.error, 0.0) << name << " " << r.backend << ": float32 is not float64";
     }
   }
+  // sdpa, for the arms it computes: it returns no lse, so lse is not held to the rule.
+  if (backend_computes_arm(AttentionBackend::sdpa, parity::arm_named(name))) {
+    const auto r = check_attention_backend(cpu_case(name, AttentionBackend::sdpa));
+    EXPECT_TRUE(r.passed());
+    for (const auto& c : r.checks) EXPECT_NE(c.tensor, "lse");
+    EXPECT_GE(r.checks.size(), 4u) << "o, dq, dk, dv";
+  }
   // The cuDNN route's composition with the CPU stand-in for its two calls.
   const ArmAttend cudnn = [](const ArmSpec& a, const ArmLayerParams& p, const at::Tensor& q, const PreparedKeys& keys) {
     return cudnn_attention(arm_attention_inputs(a, p, q, keys), parity::cudnn_cpu_stand_in());

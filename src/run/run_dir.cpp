@@ -1,7 +1,6 @@
 #include "attnlab/run_dir.h"
 
 #include <algorithm>
-#include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -10,6 +9,8 @@
 
 #include "common/durable_file.h"
 #include "common/file_lock.h"
+#include "common/input_file.h"
+#include "common/json_read.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;
@@ -88,10 +89,14 @@ RunConfig RunDir::config() const {
 std::optional<FinalRecord> RunDir::final_record() const {
   const fs::path file = final_file();
   if (!fs::exists(file)) return std::nullopt;
-  std::ifstream in(file);
-  const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   try {
-    if (j.is_discarded()) throw FileError(file, "is not valid JSON (cut short?)");
+    detail::require_regular_file(file);  // a FIFO would block the read, a directory fail it
+    nlohmann::json j;
+    try {
+      j = detail::read_json_file(file);  // deep nesting and numbers beyond a double too
+    } catch (const FileError& e) {
+      throw FileError(file, "is not valid JSON (cut short?): " + e.problem());
+    }
     return final_record_from_json(j, file);
   } catch (const FileError& e) {
     std::string remedy = "delete final.json and run the same `attnlab train` (or sweep) again: ";

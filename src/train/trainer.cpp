@@ -378,7 +378,10 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
     }
   }
   s.dp.verify_identical(*s.model, {{"resume step", s.state.step},
-                                   {"config hash", static_cast<int64_t>(std::stoull(config_hash(cfg), nullptr, 16))}});
+                                   {"config hash", config_hash(cfg)},
+                                   {"config", to_json(cfg)},
+                                   {"--stop-after", options.stop_after_steps},
+                                   {"--branch-from", options.branch_from ? options.branch_from->string() : ""}});
   s.dp.attach(*s.model);
   // A fresh start drops every line, step 0's probe included, that a run which never checkpointed left.
   std::optional<MetricsLog> metrics;  // rank 0's
@@ -453,7 +456,7 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
     if (last || stop || s.state.step % cfg.checkpoint.every == 0 || keep.count(s.state.step)) {
       const auto t_ckpt = Clock::now();
       if (metrics) metrics->sync();  // the log is durable up to the step a resume will start from
-      if (s.dp.is_main()) save(s);
+      s.dp.run_on_main(fmt::format("the checkpoint of step {}", s.state.step), [&] { save(s); });
       s.time.checkpoint += std::chrono::duration<double>(Clock::now() - t_ckpt).count();
     }
     if (stop && !last) {
@@ -464,7 +467,7 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
     }
   }
   if (std::isnan(last_val)) last_val = checked_evaluation(s);
-  if (s.dp.is_main()) write_final(s, last_val);
+  s.dp.run_on_main("final.json", [&] { write_final(s, last_val); });
   s.dp.barrier();
   spdlog::info("done: {} steps, final val loss {:.4f} nats/token, {}", s.state.step, last_val,
                format_duration(s.elapsed()));

@@ -1,6 +1,7 @@
 // The flash backend on CUDA (FlashAttention-2 through at::_scaled_dot_product_flash_attention, label
 // gpu): every in-attention arm in bfloat16 and float16, head dims 64 and 128, T in {1, 2, 63, 64,
-// 65, 257}, ordinary and extreme parameters (b_h = +-100, gate logits +-200), o, lse, phantom mass
+// 65, 257}, ordinary and extreme parameters (b_h = +-100, gate logits +-200) and keys sharing a large
+// component (parity::with_shared_key_component), o, lse, phantom mass
 // and every gradient of a loss reading o and lse; determinism of the reductions the backend claims; the whole model under bf16 autocast.
 // Skipped, with the reason, where no CUDA device exists.
 //
@@ -31,6 +32,9 @@ namespace {
 
 std::string dtype_name(at::ScalarType t) { return t == at::kBFloat16 ? "bf16" : "f16"; }
 
+/// The inputs of a parity case: seeded values; extreme parameters; or keys sharing a large component.
+enum class Inputs { ordinary, extreme, shared_keys };
+
 /// Seeded values; `extreme`: sinks +100 / -100 over heads, gate logits near +200 / -200.
 parity::ArmLeaves values(int64_t T, int64_t d, bool extreme) {
   auto l = parity::arm_values(900 + T + d, 2, 2, T, d);
@@ -47,10 +51,16 @@ TEST_P(CudaFlashArmParity, FlashWithinTwiceTheReferenceError) {
   SKIP_WITHOUT_CUDA();
   const auto& [name, dtype] = GetParam();
   const auto arm = parity::arm_named(name);
-  for (bool extreme : {false, true}) {
+  // Keys that share a large component (parity::with_shared_key_component): FlashAttention-2 takes D_i
+  // from the rounded o and rounds dS before dq = scale dS k, as the CPU kernel does, which fails this
+  // class on CPU (tests/parity/test_half_shared_keys.cpp); this is where the GPU kernel shows whether it does.
+  for (auto inputs : {Inputs::ordinary, Inputs::extreme, Inputs::shared_keys}) {
+    const bool extreme = inputs == Inputs::extreme;
     for (int64_t d : {64, 128}) {
       for (int64_t T : {1, 2, 63, 64, 65, 257}) {
-        const auto v = parity::rounded(values(T, d, extreme), dtype);
+        auto raw = values(T, d, extreme);
+        if (inputs == Inputs::shared_keys) raw = parity::with_shared_key_component(raw);
+        const auto v = parity::rounded(raw, dtype);
         // The loss reads lse too, so the lse-gradient path runs (phantom-mass probes differentiate it).
         const auto exact =
             parity::run_arm(arm, parity::as_leaves(v, at::kCPU, at::kDouble), AttentionBackend::reference, true);
@@ -59,7 +69,7 @@ TEST_P(CudaFlashArmParity, FlashWithinTwiceTheReferenceError) {
         const auto flash = parity::run_arm(arm, parity::as_leaves(v, at::kCUDA, dtype), AttentionBackend::flash, true);
         parity::expect_run_within_rule(flash, low, exact,
                                name + " " + dtype_name(dtype) + " d=" + std::to_string(d) + " T=" + std::to_string(T) +
-                                   (extreme ? " extreme" : ""),
+                                   (extreme ? " extreme" : inputs == Inputs::shared_keys ? " shared keys" : ""),
                                        {parity::kHalfRuleFloor, &rounding_p, parity::kFlashParamFactor});
       }
     }

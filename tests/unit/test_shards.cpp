@@ -212,7 +212,7 @@ TEST(Tokenizer, FieldsOfTheWrongTypeOrRangeAreRefused) {
       {R"({"tokenizer": "bytes", "vocab_size": 257, "source": ["a"]})", "\"source\": expected a string"},
       {R"({"tokenizer": "bytes", "vocab_size": 18446744073709551615})", "vocab_size 18446744073709551615 does not fit"},
       {R"({"tokenizer": "bytes", "vocab_size": 65537})", "vocab_size 65537 does not fit"},
-      {R"({"tokenizer": "bytes", "vocab_size": 257, "documents": 1e400})", "not valid JSON"},  // beyond a double
+      {R"({"tokenizer": "bytes", "vocab_size": 257, "documents": 1e400})", "beyond the range of a double"},
   };
   for (const auto& [text, fragment] : cases) {
     dir.write_text("tokenizer.json", text);

@@ -11,9 +11,11 @@ ATTNLAB_DEFAULT_VENV="$ATTNLAB_CACHE/venv"
 ATTNLAB_VENV="${ATTNLAB_VENV:-$ATTNLAB_DEFAULT_VENV}"
 TORCH_VERSION="2.11.0"
 # transformers, safetensors and lm-eval[hf] (with accelerate): Hugging Face interop and its tests
-# (docs/interop.md); scipy: the tests' Spearman correlations and t intervals
-PIP_PACKAGES=(numpy matplotlib sentencepiece tiktoken tensorboard tqdm transformers safetensors "lm-eval[hf]" scipy)
-PIP_MODULES="numpy, matplotlib, sentencepiece, tiktoken, tensorboard, tqdm, transformers, safetensors, lm_eval, accelerate, scipy"
+# (docs/interop.md); scipy: the tests' Spearman correlations and t intervals; wandb: `attnlab watch --wandb`
+# and its tests against W&B's offline files (docs/monitoring.md)
+PIP_PACKAGES=(numpy matplotlib sentencepiece tiktoken tensorboard tqdm transformers safetensors "lm-eval[hf]" scipy
+              "wandb>=0.19.10")
+PIP_MODULES="numpy, matplotlib, sentencepiece, tiktoken, tensorboard, tqdm, transformers, safetensors, lm_eval, accelerate, scipy, wandb"
 # shellcheck source=scripts/lib/os_packages.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/os_packages.sh"
 

@@ -29,13 +29,11 @@ inline ArmSpec parse_extra_arm(const std::string& text) {
     const auto eq = item.find('=');
     const std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
     if (key == "sink") {
-      arm.sink = value == "learned" ? SinkKind::learned : value == "fixed_zero" ? SinkKind::fixed_zero : SinkKind::none;
-      if (value != "learned" && value != "fixed_zero" && value != "none") throw std::invalid_argument("sink=" + value);
+      arm.sink = name_table<SinkKind>().parse(value, "sink");
     } else if (key == "gate") {
       arm.gate = parse_gate_kind(value);
     } else if (key == "slot") {
-      if (value != "value" && value != "routing") throw std::invalid_argument("slot=" + value);
-      arm.slot = value == "routing" ? GateSlot::routing : GateSlot::value;
+      arm.slot = name_table<GateSlot>().parse(value, "slot");
     } else if (key == "sink_token") {
       arm.sink_token = value == "1";
     } else {

@@ -11,7 +11,8 @@ edge must point to the same floor or a lower one (which also rules out loops).
     python3 tools/include_map.py --check    # exit 1 naming each upward edge or unresolved header
     python3 tools/include_map.py --dot      # Graphviz
 
-Tests (tests/unit/test_include_map.py) run --check, so a new upward include fails the build's tests.
+The ctest design.include_map (tests/CMakeLists.txt) runs --check, so a new upward include fails the
+build's tests.
 """
 import argparse
 import collections
@@ -46,6 +47,7 @@ HEADER_FOLDER = {
     "hf_interop": "interop",
     "injection": "probes",
     "model": "model",
+    "name_table": "common",
     "probe_report": "report",
     "probes": "probes",
     "sweep": "sweep",

@@ -16,223 +16,175 @@ and activations/layer<l>/... for activation-tracking records.
 Without --follow it writes what the files hold and exits; with --follow it keeps reading until every
 run has a final.json newer than its metrics.jsonl. A metrics.jsonl that the trainer rewrote (a resume
 drops the lines after the checkpoint it resumed from) is read again from its start into a new event
-file whose purge step makes TensorBoard discard the older events from that step on.
+file whose purge step makes TensorBoard discard the older events from that step on. A line that is
+not a record (watch_records.py) is skipped with a warning naming its number; a run whose files are
+not files is an error naming the path (exit 1), and the others go on. W&B: one W&B run per attnlab
+run, whatever the number of watches (watch_sinks.py).
 """
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import math
 import os
+import stat
 import sys
 import time
 
-TAGS = {"train_loss": "loss/train", "val_loss": "loss/val", "lr": "optim/lr", "grad_norm": "optim/grad_norm",
-        "tokens_per_s": "speed/tokens_per_s", "mfu": "speed/mfu", "tokens": "progress/tokens",
-        "elapsed_s": "progress/elapsed_s"}
-TAG_KEYS = ("arm", "seed", "tier", "variant")
+from watch_files import NotRegular, kind_of, open_regular
+from watch_records import MAX_LINE_BYTES, BadLine, parse_line, scalars
+from watch_sinks import TAG_KEYS, SinkError, TensorBoardSink, WandbSink
+
+READ_CHUNK = 1 << 20
+MAX_POLL_S = 3600.0
 
 
 def fail(message: str) -> None:
     raise SystemExit(f"watch_metrics: error: {message}")
 
 
-def is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def flatten(value, path: str, out: list) -> None:
-    """(tag, number) for every number under `value`; list items that carry a "layer" are layer<l>."""
-    if is_number(value):
-        out.append((path, float(value)))
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            flatten(item, f"{path}/{key}", out)
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            name = f"layer{item['layer']}" if isinstance(item, dict) and is_number(item.get("layer")) else str(i)
-            flatten(item, f"{path}/{name}", out)
-
-
-def scalars(record: dict) -> list:
-    """Every number of one metrics.jsonl record but its step, with its TensorBoard tag."""
-    out = []
-    if record.get("type") == "activations":
-        for key, value in record.items():
-            if key not in ("type", "step"):
-                flatten(value, f"activations/{key}", out)
-        return out
-    for key, value in record.items():
-        if key == "step" or key == "type":
-            continue
-        if key in TAGS and is_number(value):
-            out.append((TAGS[key], float(value)))
-        else:
-            flatten(value, f"other/{key}", out)
-    return out
-
-
-class TensorBoardSink:
-    """One SummaryWriter per run directory, created at the run's first record with that record's step
-    as its purge step, so a re-read file replaces what earlier event files said from there on."""
-
-    def __init__(self, root: str, run: dict):
-        self.dir = os.path.join(root, run["name"])
-        self.run = run
-        self.writer = None
-
-    def write(self, step: int, values: list) -> None:
-        if self.writer is None:
-            self.open(step)
-        for tag, value in values:
-            self.writer.add_scalar(tag, value, step)
-
-    def open(self, purge_step: int) -> None:
-        from torch.utils.tensorboard import SummaryWriter
-        from torch.utils.tensorboard.summary import hparams
-        wait_for_a_later_file_name(self.dir)
-        self.writer = SummaryWriter(self.dir, purge_step=purge_step, flush_secs=3600)
-        tags = {k: self.run[k] for k in TAG_KEYS if k in self.run}
-        for summary in hparams(tags, {"loss/val": 0.0, "loss/train": 0.0}):
-            self.writer.file_writer.add_summary(summary, purge_step)
-        config = os.path.join(self.run["dir"], "config.yaml")
-        if os.path.isfile(config):
-            with open(config, encoding="utf-8") as f:
-                self.writer.add_text("config", "```yaml\n" + f.read() + "\n```", purge_step)
-
-    def restart(self) -> None:
-        self.close()
-
-    def flush(self) -> None:
-        if self.writer is not None:
-            self.writer.flush()
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
-
-
-def wait_for_a_later_file_name(log_dir: str) -> None:
-    """TensorBoard reads a run's event files in name order, and a name starts with the whole second it
-    was made in: a new file must not share that second with an older one, or the purge may come first."""
-    latest = 0
-    for path in glob.glob(os.path.join(log_dir, "events.out.tfevents.*")):
-        try:
-            latest = max(latest, int(os.path.basename(path).split(".")[3]))
-        except (IndexError, ValueError):
-            pass
-    while int(time.time()) <= latest:
-        time.sleep(0.05)
-
-
-class WandbSink:
-    """One W&B offline run per attnlab run. W&B cannot take back logged steps, so after a rewrite only
-    steps past the last one logged are sent (a resume is exact: the lines it rewrites repeat)."""
-
-    def __init__(self, wandb, args, run: dict):
-        self.wandb, self.args, self.run_spec = wandb, args, run
-        self.run = None
-        self.last_step = -1
-
-    def write(self, step: int, values: list) -> None:
-        if step < self.last_step:
-            return
-        if self.run is None:
-            spec = self.run_spec
-            tags = [f"{k}:{spec[k]}" for k in TAG_KEYS if spec.get(k) not in (None, "")]
-            self.run = self.wandb.init(mode="offline", project=self.args.wandb_project, group=self.args.group,
-                                       name=spec["name"], dir=self.args.wandb_dir, reinit="create_new",
-                                       config={k: spec[k] for k in TAG_KEYS if k in spec}, tags=tags)
-        self.run.log(dict(values), step=step)
-        self.last_step = step
-
-    def restart(self) -> None:
-        pass
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        if self.run is not None:
-            self.run.finish()
-            self.run = None
+def warn(message: str) -> None:
+    print(f"watch_metrics: warning: {message}", file=sys.stderr, flush=True)
 
 
 class Follower:
-    """Reads the complete lines appended to one run's metrics.jsonl since the last poll."""
+    """Reads the lines appended to one run's metrics.jsonl since the last poll and hands each record to
+    the sinks. A bad line is skipped with a warning naming its number; a file that cannot be read (a
+    directory, a FIFO, no permission) ends the run's follow with an error, never a hang."""
 
     def __init__(self, run: dict, sinks: list):
         self.run, self.sinks = run, sinks
         self.path = os.path.join(run["dir"], "metrics.jsonl")
-        self.inode, self.offset, self.pending = None, 0, b""
-        self.records = 0
+        self.final = os.path.join(run["dir"], "final.json")
+        self.inode, self.offset, self.pending, self.line = None, 0, b"", 0
+        self.overlong = False  # inside a line longer than MAX_LINE_BYTES, skipped to its newline
+        self.records = self.bad = 0
+        self.damage = None     # why the run could not be read
+        self.ended = False
 
-    def poll(self) -> int:
+    def poll(self) -> None:
+        if self.damage:
+            return
         try:
-            st = os.stat(self.path)
+            fd, st = open_regular(self.path)
         except FileNotFoundError:
-            return 0
-        if self.inode is not None and (st.st_ino != self.inode or st.st_size < self.offset):
-            self.restart()  # rewritten by a resume: read it again from the start
-        self.inode = st.st_ino
-        with open(self.path, "rb") as f:
-            f.seek(self.offset)
-            data = f.read()
-        self.offset += len(data)
-        lines = (self.pending + data).split(b"\n")
-        self.pending = lines.pop()  # an incomplete last line waits for its newline
-        count = 0
-        for line in lines:
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                print(f"watch_metrics: {self.path}: skipping a line that is not JSON: {line[:80]!r}", file=sys.stderr)
-                continue
-            if not isinstance(record, dict) or not is_number(record.get("step")):
-                continue
-            values = scalars(record)
-            for sink in self.sinks:
-                sink.write(int(record["step"]), values)
-            count += 1
+            return
+        except OSError as e:
+            return self.damaged(str(e) if isinstance(e, NotRegular) else f"{self.path}: {e.strerror or e}")
+        try:
+            if self.inode is not None and (st.st_ino != self.inode or st.st_size < self.offset):
+                self.restart()  # rewritten by a resume: read it again from the start
+            self.inode = st.st_ino
+            while self.offset < st.st_size:  # what the file held when looked at, however fast it grows
+                data = os.pread(fd, min(READ_CHUNK, st.st_size - self.offset), self.offset)
+                if not data:
+                    break
+                self.offset += len(data)
+                self.feed(data)
+        except OSError as e:
+            return self.damaged(f"{self.path}: {e.strerror or e}")
+        finally:
+            os.close(fd)
         for sink in self.sinks:
             sink.flush()
-        self.records += count
-        return count
+
+    def feed(self, data: bytes) -> None:
+        if self.overlong:
+            cut = data.find(b"\n")
+            if cut < 0:
+                return
+            data, self.overlong, self.line = data[cut + 1:], False, self.line + 1
+        lines = (self.pending + data).split(b"\n")
+        self.pending = lines.pop()  # an incomplete last line waits for its newline
+        for raw in lines:
+            self.line += 1
+            self.take(raw)
+        if len(self.pending) > MAX_LINE_BYTES:
+            self.bad_line(self.line + 1, f"longer than {MAX_LINE_BYTES} bytes")
+            self.pending, self.overlong = b"", True
+
+    def take(self, raw: bytes, note: str = "") -> None:
+        try:
+            if not raw.strip():
+                raise BadLine("empty")
+            record = parse_line(raw)
+            values = scalars(record)
+        except BadLine as e:
+            return self.bad_line(self.line, f"{e}{note}")
+        for sink in self.sinks:
+            sink.write(record, values)
+        self.records += 1
+
+    def bad_line(self, number: int, why: str) -> None:
+        self.bad += 1
+        warn(f"{self.path}:{number}: {why}; line skipped")
 
     def restart(self) -> None:
-        self.offset, self.pending = 0, b""
+        self.offset, self.pending, self.line, self.overlong = 0, b"", 0, False
         for sink in self.sinks:
             sink.restart()
 
+    def damaged(self, why: str) -> None:
+        if not self.damage:
+            self.damage = why
+            print(f"watch_metrics: error: {self.run['name']}: {why}; not read", file=sys.stderr, flush=True)
+
     def finished(self) -> bool:
-        """final.json written after the last metrics line, and every line read."""
-        final = os.path.join(self.run["dir"], "final.json")
+        """final.json written after the last metrics line, and every byte read."""
         try:
-            done = os.stat(final).st_mtime >= os.stat(self.path).st_mtime
+            final = os.stat(self.final)
+            if not stat.S_ISREG(final.st_mode):
+                self.damaged(f"{self.final} is {kind_of(final.st_mode)}, not a regular file")
+                return False
+            metrics = os.stat(self.path)
         except FileNotFoundError:
+            return os.path.isfile(self.final)  # finished without metrics.jsonl: nothing to write
+        except OSError as e:
+            self.damaged(f"{e.filename}: {e.strerror or e}")
             return False
-        return done and not self.pending and self.offset == os.path.getsize(self.path)
+        return (final.st_mtime_ns >= metrics.st_mtime_ns and metrics.st_ino == self.inode and
+                self.offset == metrics.st_size)
+
+    def end(self) -> None:
+        """The last line, when it lacks its newline, is taken once the run has finished (the trainer wrote
+        final.json after it); before that the trainer may still be writing it, and it is only reported."""
+        if self.pending and not self.damage:
+            self.line += 1
+            if self.finished():
+                self.take(self.pending, " (the last line, without a newline)")
+            else:
+                warn(f"{self.path}:{self.line}: incomplete (no newline yet: the trainer may be writing it); not written")
+            self.pending = b""
+        self.close()
 
     def close(self) -> None:
+        self.ended = True
         for sink in self.sinks:
             sink.close()
+
+    def state(self) -> str:
+        if self.damage:
+            return f"not read: {self.damage}"
+        return "finished" if self.finished() else "running or stopped"
 
 
 def parse_run(text: str) -> dict:
     try:
         run = json.loads(text)
-    except json.JSONDecodeError as e:
-        fail(f"--run {text!r} is not JSON ({e})")
+    except (ValueError, RecursionError) as e:
+        fail(f"--run {text[:200]!r} is not JSON ({e})")
     if not isinstance(run, dict) or not isinstance(run.get("name"), str) or not isinstance(run.get("dir"), str):
-        fail(f"--run {text!r} needs at least \"name\" and \"dir\"")
+        fail(f"--run {text[:200]!r} needs at least \"name\" and \"dir\" (strings)")
+    name = run["name"]
+    if "\0" in name + run["dir"] or name.startswith("/") or any(p in ("", ".", "..") for p in name.split("/")):
+        fail(f"--run: the name {name!r} must be a relative path without '.', '..' or empty parts")
+    for key in TAG_KEYS:
+        if key in run and not isinstance(run[key], (str, int, float, bool)):
+            fail(f"--run {name}: {key} must be a string or a number, not {json.dumps(run[key])[:80]}")
     return run
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--run", action="append", required=True, help='JSON: {"name", "dir", "arm", "seed", "tier", "variant"}')
     p.add_argument("--group", default="attnlab", help="the sweep's (or run's) name: the W&B group")
@@ -241,13 +193,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--wandb-dir", default="wandb")
     p.add_argument("--wandb-project", default="attnlab")
     p.add_argument("--follow", action="store_true", help="keep following until every run has finished")
-    p.add_argument("--poll", type=float, default=5.0, help="seconds between polls with --follow")
+    p.add_argument("--poll", type=float, default=5.0, help=f"seconds between polls with --follow (at most {MAX_POLL_S:.0f})")
     args = p.parse_args(argv)
     if not args.tensorboard and not args.wandb:
         fail("give --tensorboard DIR, --wandb, or both")
-    if args.poll <= 0:
-        fail(f"--poll {args.poll} must be positive")
+    if not (math.isfinite(args.poll) and 0 < args.poll <= MAX_POLL_S):
+        fail(f"--poll {args.poll}: must be a number of seconds above 0 and at most {MAX_POLL_S:.0f}")
     runs = [parse_run(r) for r in args.run]
+    names = [r["name"] for r in runs]
+    for name in set(names):
+        if names.count(name) > 1:
+            fail(f"two runs are named {name!r}: each needs its own name")
+    return args, runs
+
+
+def make_followers(args, runs: list) -> list:
     wandb = None
     if args.wandb:
         try:
@@ -258,33 +218,60 @@ def main(argv: list[str] | None = None) -> int:
     for run in runs:
         sinks = []
         if args.tensorboard:
-            sinks.append(TensorBoardSink(args.tensorboard, run))
+            sinks.append(TensorBoardSink(args.tensorboard, run, warn))
         if wandb is not None:
-            sinks.append(WandbSink(wandb, args, run))
+            sinks.append(WandbSink(wandb, args, run, warn))
         followers.append(Follower(run, sinks))
+    try:
+        for f in followers:
+            for sink in f.sinks:
+                sink.claim()
+    except SinkError as e:
+        for f in followers:
+            f.close()
+        fail(str(e))
+    return followers
+
+
+def follow(args, followers: list) -> None:
+    while True:
+        for f in followers:
+            if f.ended:
+                continue
+            f.poll()
+            done = args.follow and f.finished()
+            if done or f.damage:
+                f.end()
+        if not args.follow or all(f.ended for f in followers):
+            break
+        time.sleep(args.poll)
+    for f in followers:
+        if not f.ended:
+            f.end()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, runs = parse_args(argv)
+    followers = make_followers(args, runs)
     where = " and ".join(filter(None, [args.tensorboard and f"TensorBoard events in {args.tensorboard}",
                                        args.wandb and f"W&B offline runs in {args.wandb_dir}"]))
     print(f"watch_metrics: {len(runs)} run(s) -> {where}", file=sys.stderr)
     try:
-        while True:
-            for f in followers:
-                f.poll()
-                if args.follow and f.finished():
-                    f.close()
-            open_runs = [f for f in followers if not f.finished()]
-            if not args.follow or not open_runs:
-                break
-            time.sleep(args.poll)
+        follow(args, followers)
     except KeyboardInterrupt:
         print("watch_metrics: interrupted", file=sys.stderr)
         return 130
+    except SinkError as e:
+        print(f"watch_metrics: error: {e}", file=sys.stderr)
+        return 1
     finally:
         for f in followers:
-            f.close()
+            if not f.ended:
+                f.close()
     for f in followers:
-        state = "finished" if f.finished() else "running or stopped"
-        print(f"watch_metrics: {f.run['name']}: {f.records} records ({state})", file=sys.stderr)
-    return 0
+        skipped = f"; {f.bad} line(s) skipped" if f.bad else ""
+        print(f"watch_metrics: {f.run['name']}: {f.records} records ({f.state()}){skipped}", file=sys.stderr)
+    return 1 if any(f.damage for f in followers) else 0
 
 
 if __name__ == "__main__":

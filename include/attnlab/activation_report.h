@@ -66,7 +66,7 @@ struct ActivationsReport {
   ActivationScanOptions options;
 };
 
-/// Scans every checkpoint of the run in `run_dir` (list_checkpoints; each loaded with load_model).
+/// Scans every checkpoint of the run in `run_dir` (RunDir::checkpoints(); each opened with open_trained).
 /// Throws std::runtime_error naming the directory when it has no checkpoint, CheckpointError for a
 /// checkpoint that does not load, DataError naming the validation glob when it matches nothing
 /// (pass options.val), std::invalid_argument for options.layer outside [-1, n_layer].

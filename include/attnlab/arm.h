@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "attnlab/name_table.h"
+
 namespace attnlab {
 
 /// The extra term in the softmax denominator (the "zero option" / phantom key).
@@ -56,9 +58,17 @@ const ArmSpec& arm_by_name(const std::string& name);
 /// is configurable, norm by default). Value-slot arms are returned unchanged.
 ArmSpec with_routing_gate(ArmSpec spec, GateKind routing_gate);
 
-/// "none" | "norm" | "projection" (also accepts "proj"); throws std::invalid_argument otherwise.
+/// The names of the features (registry.cpp), as config keys, state.json, export-hf's config.json and
+/// `attnlab arms` write them: SinkKind none | fixed_zero | learned; GateKind none | norm | projection
+/// (also reads "proj"); GateSlot value | routing.
+template <> const NameTable<SinkKind>& name_table<SinkKind>();
+template <> const NameTable<GateKind>& name_table<GateKind>();
+template <> const NameTable<GateSlot>& name_table<GateSlot>();
+
+/// The gate form called `name`; throws std::invalid_argument naming the value and the valid names.
 GateKind parse_gate_kind(const std::string& name);
 std::string to_string(GateKind kind);
 std::string to_string(SinkKind kind);
+std::string to_string(GateSlot slot);
 
 }  // namespace attnlab

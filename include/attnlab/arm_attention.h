@@ -8,6 +8,7 @@
 
 #include "attnlab/arm.h"
 #include "attnlab/attention.h"
+#include "attnlab/attention_backend.h"
 
 namespace attnlab {
 
@@ -19,6 +20,11 @@ struct ArmLayerParams {
   at::Tensor gate_c;      ///< [H] c_h (projection gate)
 };
 
+/// The member of `params` that holds the arm parameter attention_params() (arm_params.h) calls
+/// `name`: how a layer fills its ArmLayerParams once, at construction. Throws std::logic_error for
+/// any other name.
+at::Tensor& arm_param_slot(ArmLayerParams& params, const std::string& name);
+
 /// Keys after the arm's per-key work: exactly what a KV cache holds (SPEC section 1, KV cache).
 struct PreparedKeys {
   at::Tensor k;             ///< [B, H, T, d]
@@ -28,23 +34,18 @@ struct PreparedKeys {
   at::Tensor read_norm;     ///< [B, H, T] ||v_j|| of the ungated read, only when asked for
 };
 
-/// Which implementation computes the shared form (config key `attention.backend`; the choice table
-/// is in docs/kernels.md, "Selecting a backend"):
+/// What each AttentionBackend (attention_backend.h; config key `attention.backend`; the choice
+/// table is in docs/kernels.md, "Selecting a backend") computes:
 ///  - reference: the composed ops of attention.h / gates.h; any device and dtype; the only one that
 ///    returns probabilities; memory O(T^2).
 ///  - fused: the tiled kernels (fused_attention.h, fused_gate.h); memory O(T); CPU always, CUDA when
 ///    the build has the kernels; never returns probabilities (asking throws).
 ///  - sdpa: at::scaled_dot_product_attention; only arms whose attention is the plain causal softmax
-///    (baseline, and sink_token, whose extra token lives outside attention); o only, lse undefined.
+///    (backend_computes_arm); o only, lse undefined.
 ///  - flash: LibTorch's flash kernels with exact corrections for every arm (flash_attention.h);
 ///    memory O(T); the square causal case only (no KV-cache decoding, no key mask), CUDA in
 ///    bfloat16 / float16 only; never returns probabilities.
 ///  - automatic: resolve_backend() below.
-enum class AttentionBackend { reference, fused, sdpa, flash, automatic };
-
-/// "auto" | "fused" | "reference" | "sdpa" | "flash"; throws std::invalid_argument naming the valid values.
-AttentionBackend parse_attention_backend(const std::string& name);
-std::string to_string(AttentionBackend backend);
 
 /// What one attention call asks of a backend: where it runs and what it needs.
 struct AttentionRequest {

@@ -1,11 +1,15 @@
-// Checkpoints of a training run (layout and formats in docs/checkpoints.md):
+// Checkpoints of a training run (layout and formats in docs/checkpoints.md). Every function here
+// takes a checkpoints root, the directory that holds them; which root a run has is the run
+// directory's business (RunDir::checkpoints_path(), run_dir.h), and the trainer, import-hf and
+// open_trained() reach checkpoints through RunDir and RunWriter:
 //
-//   <run_dir>/checkpoints/step_000100/
+//   <root>/step_000100/
 //     model.safetensors      weights, named as GPTImpl::named_parameters() ("wte.weight", ...)
 //     optimizer.safetensors  AdamW state per parameter: "exp_avg.<name>", "exp_avg_sq.<name>",
 //                            "step.<name>" (I64 scalar), "max_exp_avg_sq.<name>" (amsgrad only)
 //     state.json             step, tokens, data position, losses, RNG states, resolved config,
-//                            git revision, format version, SHA-256 of both tensor files
+//                            the trainer's fields (trainer_state.h), git revision, format version,
+//                            SHA-256 of both tensor files
 //     state.json.sha256      SHA-256 of state.json ("<hex>  state.json", as sha256sum prints it)
 //
 // A checkpoint appears under its final name only once every file is durable (written into a
@@ -15,7 +19,7 @@
 // and falls back to the previous good one. restore() makes training continue bit-identically
 // (tested on CPU). docs/checkpoints.md states the integrity guarantees.
 //
-// One writer per run directory: save_checkpoint() removes hidden leftovers of crashed writes.
+// One writer per root: save_checkpoint() removes hidden leftovers of crashed writes.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +36,9 @@
 
 #include "attnlab/checkpoint_error.h"
 #include "attnlab/model.h"
+#include "attnlab/run_config.h"
 #include "attnlab/safetensors.h"
+#include "attnlab/trainer_state.h"
 
 namespace attnlab {
 
@@ -64,8 +70,10 @@ struct TrainState {
                               ///< pure function of (seed, step)), stored apart so that may change
   double val_loss = std::numeric_limits<double>::quiet_NaN();  ///< nats/token at this step; NaN = not evaluated
   double best_val_loss = std::numeric_limits<double>::infinity();  ///< lowest so far; +inf = none yet
-  nlohmann::json config = nlohmann::json::object();  ///< the run's resolved configuration
-  nlohmann::json extra = nlohmann::json::object();   ///< trainer-owned fields (e.g. a branch's parent)
+  /// The run's resolved configuration (state.json's "config"); none for a checkpoint saved
+  /// without one, written as {} (a model saved outside a run).
+  std::optional<RunConfig> config;
+  TrainerState trainer;  ///< state.json's "extra": elapsed time, a branch's parent, an import's source
   /// Filled by load_checkpoint(); save_checkpoint() ignores these and writes attnlab::git_revision()
   /// and capture_rng_states() of the moment of saving.
   std::string git_revision;
@@ -85,36 +93,39 @@ struct CheckpointInfo {
   std::filesystem::path dir;
 };
 
-/// <run_dir>/checkpoints
-std::filesystem::path checkpoints_dir(const std::filesystem::path& run_dir);
-/// <run_dir>/checkpoints/step_<step, zero-padded to at least 6 digits>
-std::filesystem::path checkpoint_dir(const std::filesystem::path& run_dir, int64_t step);
-/// The run's checkpoints by ascending step, from directory names only (nothing is validated;
-/// hidden temporaries are ignored). Empty when there are none.
-std::vector<CheckpointInfo> list_checkpoints(const std::filesystem::path& run_dir);
+/// <root>/step_<step, zero-padded to at least 6 digits>
+std::filesystem::path checkpoint_dir(const std::filesystem::path& root, int64_t step);
+/// True when `dir` is a checkpoint directory: it holds state.json (whether or not that loads).
+bool is_checkpoint_dir(const std::filesystem::path& dir);
+/// True when the checkpoint directory `dir` holds optimizer.safetensors (import-hf's do not).
+bool has_optimizer_state(const std::filesystem::path& dir);
+/// The checkpoints under `root` by ascending step, from directory names only (nothing is validated;
+/// hidden temporaries are ignored). Empty when there are none or `root` does not exist.
+std::vector<CheckpointInfo> list_checkpoints(const std::filesystem::path& root);
 
 /// Writes checkpoint `state.step` of `model` and `opt` (the AdamW built on the model's parameter
-/// groups) atomically, replacing an existing checkpoint of the same step, then applies `policy`.
+/// groups) atomically under `root` (created when missing), replacing an existing checkpoint of the
+/// same step, then applies `policy`.
 /// Returns the checkpoint directory. Throws FileError (CheckpointError among them) on I/O failure, when a weight or
 /// optimizer tensor holds NaN or infinity, or when `state` breaks a rule of state.json
 /// (docs/checkpoints.md: counts >= 0, tokens_seen >= step, losses >= 0, best_val_loss <= val_loss);
 /// nothing under a final name is then changed. std::invalid_argument for policy.keep_last < 1.
-std::filesystem::path save_checkpoint(const std::filesystem::path& run_dir, const GPTImpl& model,
+std::filesystem::path save_checkpoint(const std::filesystem::path& root, const GPTImpl& model,
                                       const torch::optim::AdamW& opt, const TrainState& state,
                                       const RetentionPolicy& policy = {});
 
 /// The weights-only form of save_checkpoint (state.json and model.safetensors, no optimizer file), for
-/// models that come without optimizer state (attnlab import-hf). Keeps every checkpoint of the run.
+/// models that come without optimizer state (attnlab import-hf). Keeps every checkpoint under `root`.
 /// What reads the optimizer (resuming, restore_optimizer, preconditioned retention) then refuses or
 /// reports null, as for any checkpoint without optimizer.safetensors. Throws as save_checkpoint.
-std::filesystem::path save_weights_checkpoint(const std::filesystem::path& run_dir, const GPTImpl& model,
+std::filesystem::path save_weights_checkpoint(const std::filesystem::path& root, const GPTImpl& model,
                                               const TrainState& state);
 
-/// Deletes the run's checkpoints that `policy` does not keep, and never `just_saved`; returns their
+/// Deletes the checkpoints under `root` that `policy` does not keep, and never `just_saved`; returns their
 /// steps. A checkpoint whose state.json cannot be read counts as having no val_loss.
 /// save_checkpoint() calls this with the step it wrote (which need not be the newest: a corrupt
 /// later checkpoint may remain from before a fallback resume, until its step is saved again).
-std::vector<int64_t> apply_retention(const std::filesystem::path& run_dir, const RetentionPolicy& policy,
+std::vector<int64_t> apply_retention(const std::filesystem::path& root, const RetentionPolicy& policy,
                                      std::optional<int64_t> just_saved = std::nullopt);
 
 /// One checkpoint read into memory (CPU tensors).
@@ -129,7 +140,8 @@ struct LoadedCheckpoint {
 };
 
 /// Reads and verifies the checkpoint in `ckpt_dir`: state.json against state.json.sha256, its
-/// format version and fields (docs/checkpoints.md), each tensor file's size and SHA-256 against
+/// format version and fields (docs/checkpoints.md; "config" read as a RunConfig with its checks,
+/// "extra" as a TrainerState), each tensor file's size and SHA-256 against
 /// state.json, the safetensors structure. Without `with_optimizer` the optimizer file is neither
 /// read nor verified. Throws CheckpointError naming the bad file and what is wrong with it.
 LoadedCheckpoint load_checkpoint(const std::filesystem::path& ckpt_dir, bool with_optimizer = true);
@@ -137,12 +149,12 @@ LoadedCheckpoint load_checkpoint(const std::filesystem::path& ckpt_dir, bool wit
 /// A caller's test of a loaded checkpoint: throws CheckpointError to refuse it.
 using CheckpointCheck = std::function<void(const LoadedCheckpoint&)>;
 
-/// The newest checkpoint of the run that loads and passes `check` (when given; e.g. one calling
+/// The newest checkpoint under `root` that loads and passes `check` (when given; e.g. one calling
 /// check_restorable, so a checkpoint that cannot be restored is skipped like a corrupt one). Each
 /// one skipped is logged (spdlog warning) and, if `warnings` is given, appended to it, naming the
-/// checkpoint and why. std::nullopt when the run has no checkpoint; throws CheckpointError naming
-/// `run_dir` and the newest one's problem when it has some but none is usable.
-std::optional<LoadedCheckpoint> load_latest(const std::filesystem::path& run_dir,
+/// checkpoint and why. std::nullopt when there is no checkpoint; throws CheckpointError naming
+/// `root` and the newest one's problem when there are some but none is usable.
+std::optional<LoadedCheckpoint> load_latest(const std::filesystem::path& root,
                                             std::vector<std::string>* warnings = nullptr, bool with_optimizer = true,
                                             const CheckpointCheck& check = {});
 
@@ -175,18 +187,22 @@ void restore(const LoadedCheckpoint& ckpt, GPTImpl& model, torch::optim::AdamW& 
 struct LoadedModel {
   GPT model{nullptr};
   ModelConfig model_config;
-  nlohmann::json config;  ///< the run's resolved configuration
-  nlohmann::json extra = nlohmann::json::object();  ///< TrainState::extra (e.g. a branch's parent)
+  std::optional<RunConfig> config;  ///< the run's resolved configuration; none when the checkpoint carries none
+  TrainerState trainer;             ///< TrainState::trainer (e.g. a branch's parent); empty for a lone model file
   int64_t step = 0;
   std::filesystem::path source;  ///< the checkpoint directory or file actually read
 };
 
-/// `path` may be a run directory (its newest checkpoint that loads into a model, as load_latest),
-/// a checkpoint directory, its state.json, or a model.safetensors file. A model.safetensors with a
+/// The model of a loaded checkpoint, in eval mode, its weights checked as restore_model does.
+/// Throws CheckpointError naming the model file.
+LoadedModel load_model(const LoadedCheckpoint& ckpt);
+
+/// `path` may be a checkpoint directory, its state.json, or a model.safetensors file (a run
+/// directory is RunDir's to resolve: open_model() in trained_run.h). A model.safetensors with a
 /// state.json beside it is read as that checkpoint (so its SHA-256 is verified); one alone
 /// describes itself in its metadata, so it may be copied anywhere, but nothing records its
 /// checksum there. The optimizer file is not read. Weights are checked as restore_model does.
 /// Throws CheckpointError naming the file at fault when nothing there loads.
-LoadedModel load_model(const std::filesystem::path& path, std::vector<std::string>* warnings = nullptr);
+LoadedModel load_model(const std::filesystem::path& path);
 
 }  // namespace attnlab

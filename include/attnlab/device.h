@@ -5,11 +5,28 @@
 
 #include <c10/core/Device.h>
 
+#include "attnlab/name_table.h"
+
 namespace attnlab {
 
-/// "auto" -> CUDA when available else CPU; "cpu"; "cuda". `option` names where the value came from
-/// (a flag or config key) in errors: std::invalid_argument for any other name, std::runtime_error
-/// for "cuda" when no CUDA device exists.
+/// Where a run or an analysis asks to run (config key `train.device`, the --device flags).
+enum class DeviceChoice {
+  automatic,  ///< "auto": CUDA when available, else the CPU
+  cpu,
+  cuda,
+};
+
+/// auto | cpu | cuda.
+template <> const NameTable<DeviceChoice>& name_table<DeviceChoice>();
+std::string to_string(DeviceChoice choice);
+
+/// The device `choice` means here: cuda:0 for cuda (and for auto when CUDA is available), else the
+/// CPU. `option` names where the choice came from (a flag or config key) in errors:
+/// std::runtime_error for cuda when no CUDA device exists.
+c10::Device resolve_device(DeviceChoice choice, const std::string& option = "--device");
+
+/// The same for a name read from `option`; std::invalid_argument "<option>: '<name>' is not one of
+/// auto, cpu, cuda" for any other name.
 c10::Device resolve_device(const std::string& name, const std::string& option = "--device");
 
 /// Human-readable name of the device ("cpu", or the CUDA device's name).

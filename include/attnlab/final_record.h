@@ -12,18 +12,13 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "attnlab/model_config.h"
+#include "attnlab/trainer_state.h"
 
 namespace attnlab {
 
 /// Where a run's wall time went, in seconds, summed over every session of the run.
 struct TimeSplit {
   double data = 0.0, compute = 0.0, eval = 0.0, checkpoint = 0.0, log = 0.0, track = 0.0;
-};
-
-/// The checkpoint a branch run started from (`attnlab train --branch-from`).
-struct ParentRecord {
-  std::string checkpoint;  ///< its directory, as the trainer read it
-  int64_t step = 0;
 };
 
 struct FinalRecord {

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,9 @@ struct HfImportOptions {
   int64_t step = 0;                    ///< the checkpoint's step when `source` is one model directory
   std::vector<std::string> overrides;  ///< "key=value" on the run's config (data.val, train.seq_len,
                                        ///< optim.weight_decay, ...); model.* keys are refused
+  /// Tests: called with each revision's step once its checkpoint is written, while the run
+  /// directory is still claimed (RunDir::holder() names this process).
+  std::function<void(int64_t step)> after_save;
 };
 
 struct HfImportResult {

@@ -32,7 +32,10 @@ enum class JunkKind {
   gate_direction,  ///< the head's projection-gate direction w_h / ||w_h|| (projection gates only)
 };
 
-/// "structured" | "gaussian" | "gate_direction"; throws std::invalid_argument naming the value.
+/// structured | gaussian | gate_direction.
+template <> const NameTable<JunkKind>& name_table<JunkKind>();
+
+/// The kind called `name`; throws std::invalid_argument naming the value and the valid names.
 JunkKind parse_junk_kind(const std::string& name);
 std::string to_string(JunkKind kind);
 

@@ -56,13 +56,16 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
   /// queries attend to everything cached.
   at::Tensor forward(const at::Tensor& x, int64_t layer, const ForwardHooks* hooks = nullptr,
                      PreparedKeys* cache = nullptr);
-  ArmLayerParams arm_params() const;
+  /// The arm's parameters of this layer, the registered tensors themselves (filled at construction;
+  /// to(device) and loading a checkpoint change their data in place).
+  const ArmLayerParams& arm_params() const { return params_; }
 
   torch::nn::Linear c_attn{nullptr}, c_proj{nullptr};
   AttentionBackend backend = AttentionBackend::reference;
 
  private:
   ArmSpec arm_;
+  ArmLayerParams params_;
   int64_t n_head_, d_model_;
   int64_t rotary_dims_;  ///< 0 = no rotary (ModelConfig::rotary_dims)
   double rotary_base_;
@@ -71,8 +74,8 @@ TORCH_MODULE(CausalSelfAttention);
 
 class MLPImpl : public torch::nn::Module {
  public:
-  /// gelu: "tanh" (GPT-2's approximation) or "erf" (exact), as ModelConfig::gelu.
-  MLPImpl(int64_t d_model, const std::string& gelu);
+  /// gelu: tanh (GPT-2's approximation) or erf (exact), as ModelConfig::gelu.
+  MLPImpl(int64_t d_model, GeluKind gelu);
   at::Tensor forward(const at::Tensor& x);  ///< c_proj(GELU(c_fc x)), width 4 d_model
   torch::nn::Linear c_fc{nullptr}, c_proj{nullptr};
 

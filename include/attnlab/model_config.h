@@ -5,8 +5,19 @@
 #include <string>
 
 #include "attnlab/arm.h"
+#include "attnlab/name_table.h"
 
 namespace attnlab {
+
+/// The MLP's GELU (config key `model.gelu`).
+enum class GeluKind {
+  tanh,  ///< GPT-2's tanh approximation (at::gelu's "tanh")
+  erf,   ///< the exact GELU x Phi(x) (at::gelu's "none"; GPT-NeoX / Pythia)
+};
+
+/// tanh | erf.
+template <> const NameTable<GeluKind>& name_table<GeluKind>();
+std::string to_string(GeluKind gelu);
 
 struct ModelConfig {
   std::string arm = "baseline";            ///< one of all_arms()
@@ -24,18 +35,19 @@ struct ModelConfig {
   double rotary_base = 10000.0;    ///< theta of the rotary frequencies theta^(-2i / rotary_dims)
   bool parallel_residual = false;  ///< x + attn(ln_1 x) + mlp(ln_2 x) instead of two sequential residuals
   bool untied_head = false;        ///< a separate LM head lm_head.weight [padded_vocab, d_model]
-  std::string gelu = "tanh";       ///< MLP activation: "tanh" (GPT-2's approximation) | "erf" (exact GELU)
+  GeluKind gelu = GeluKind::tanh;  ///< MLP activation: tanh (GPT-2's approximation) | erf (exact GELU)
 
   int64_t head_dim() const { return d_model / n_head; }
   /// vocab_size rounded up to a multiple of 64 (50257 -> 50304), as in nanoGPT / llm.c.
   int64_t padded_vocab() const { return (vocab_size + 63) / 64 * 64; }
   /// Rotated channels per head: floor(rotary_fraction * head_dim), as GPT-NeoX counts them; 0 = off.
   int64_t rotary_dims() const;
-  /// The arm's spec with the configured routing gate applied.
+  /// The arm's spec with the configured routing gate applied, looked up by name: a model resolves it
+  /// once, at construction (GPTImpl::arm()).
   ArmSpec arm_spec() const { return with_routing_gate(arm_by_name(arm), routing_gate); }
   /// Throws std::invalid_argument naming the first impossible value (unknown arm, d_model not
   /// divisible by n_head, non-positive sizes, rotary_fraction outside [0, 1] or giving an odd or zero
-  /// rotary_dims(), rotary_base <= 0, gelu not tanh or erf).
+  /// rotary_dims(), rotary_base <= 0, a gelu value cast from an integer outside GeluKind).
   void validate() const;
 };
 

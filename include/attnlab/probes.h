@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "attnlab/batch_sampler.h"
+#include "attnlab/name_table.h"
 
 namespace attnlab {
 
@@ -30,7 +31,10 @@ inline constexpr double kSinkRateThreshold = 0.3;
 /// interpolation (numpy's default). Ties with the cutoff are not quiet; T = 1 selects nothing.
 enum class QuietCutoff { median, p25 };
 
-/// "median" | "p25"; throws std::invalid_argument naming the value otherwise.
+/// median | p25.
+template <> const NameTable<QuietCutoff>& name_table<QuietCutoff>();
+
+/// The cutoff called `name`; throws std::invalid_argument naming the value and the valid names.
 QuietCutoff parse_quiet_cutoff(const std::string& name);
 std::string to_string(QuietCutoff cutoff);
 

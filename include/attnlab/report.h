@@ -77,12 +77,22 @@ struct DifferenceResult {
   std::vector<SeedValue> pairs;      ///< one per seed whose runs all finished on the same data
   std::vector<SkippedSeed> skipped;  ///< seeds not paired, and why
   std::optional<PaperFigure> paper;  ///< with --compare-paper, where the paper reports one
+  PairedTests tests;                 ///< the paired t, sign-flip and Wilcoxon tests of `pairs` (paired_stats.h)
+  /// Figures that need the group's other differences, filled by build_report() once every contrast of
+  /// the group is paired (a figure from the group's null A/A pairs, such as a noise floor, belongs
+  /// beside these): Holm's adjustment of tests.t->p_value over the family of the group's differences
+  /// that have one (every row of its table with a t p-value); none where the t test has no p-value.
+  std::optional<double> p_holm;
 };
 
 /// The difference `contrast` over the runs of one group (one tier): for every seed that any of its
 /// runs has, a pair is formed only when every arm of the contrast has a finished run with that seed
 /// and all of them share val_fingerprint and val_tokens; otherwise the seed is skipped, saying why.
+/// Fills stats and tests; p_holm is the group's (build_report()).
 DifferenceResult pair_contrast(const Contrast& contrast, const std::vector<const RunRecord*>& runs);
+
+/// Sets p_holm of each of `differences` (one group's): holm_adjust() over their t p-values.
+void adjust_family(std::vector<DifferenceResult>& differences);
 
 struct ArmResult {
   std::string arm;

@@ -12,12 +12,27 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "attnlab/attention_backend.h"
+#include "attnlab/device.h"
 #include "attnlab/model_config.h"
+#include "attnlab/name_table.h"
 
 namespace attnlab {
 
+/// The dtype a CUDA run autocasts its forward pass to (config key `train.precision`).
+enum class Precision {
+  bf16,  ///< bfloat16 autocast (SPEC section 2)
+  fp32,  ///< no autocast
+};
+
+/// bf16 | fp32.
+template <> const NameTable<Precision>& name_table<Precision>();
+std::string to_string(Precision precision);
+
 struct AttentionConfig {
-  std::string backend = "auto";  ///< auto | fused | reference | sdpa | flash (sdpa: baseline only)
+  /// auto | fused | reference | sdpa | flash (sdpa: arms whose attention is the plain softmax only,
+  /// backend_computes_arm)
+  AttentionBackend backend = AttentionBackend::automatic;
 };
 
 struct DataConfig {
@@ -41,8 +56,8 @@ struct TrainConfig {
   int64_t tokens_per_step = 0;    ///< tokens per optimizer step; 0 = batch_size * seq_len
   int64_t token_budget = 0;       ///< total training tokens (defines the step count)
   int64_t max_steps = 0;          ///< overrides token_budget / tokens_per_step when > 0
-  std::string device = "auto";    ///< auto | cpu | cuda
-  std::string precision = "bf16"; ///< bf16 | fp32: autocast dtype on CUDA (CPU always runs fp32)
+  DeviceChoice device = DeviceChoice::automatic;  ///< auto | cpu | cuda
+  Precision precision = Precision::bf16;          ///< bf16 | fp32: autocast dtype on CUDA (CPU always runs fp32)
   int64_t log_every = 10;         ///< steps between progress lines
   int64_t threads = 0;            ///< CPU intra-op threads; 0 = LibTorch's default
 };
@@ -90,7 +105,6 @@ struct RunConfig {
 
   // Valid (without overflow) once validate() has passed.
   int64_t effective_tokens_per_step() const;
-  int64_t grad_accum_steps() const;  ///< tokens_per_step / (batch_size * seq_len)
   int64_t total_steps() const;       ///< max_steps, else ceil(token_budget / tokens_per_step)
 };
 

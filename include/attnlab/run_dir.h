@@ -3,7 +3,7 @@
 //
 //   <run>/config.yaml     the resolved RunConfig; written when the trainer claims the directory
 //   <run>/metrics.jsonl   step and activation records (run_metrics.h)
-//   <run>/checkpoints/    step_NNNNNN/ (checkpoint.h)
+//   <run>/checkpoints/    step_NNNNNN/ (checkpoint.h's format; listed and loaded here, saved by RunWriter)
 //   <run>/final.json      FinalRecord (final_record.h), once the run has reached its last step
 //   <run>/probes/         outputs of analyses of the run (probe, inject), reused while current
 //   <run>/run.lock        held by the process that trains the run (its pid and host inside)
@@ -45,15 +45,21 @@ class RunDir {
  public:
   explicit RunDir(std::filesystem::path dir);
 
-  /// The run directory that `path` lies in: `path` itself when it holds config.yaml or checkpoints/,
-  /// or <run> for a path under <run>/checkpoints/. std::nullopt otherwise (a lone model file).
+  /// The one test of what a run directory is: a directory holding config.yaml or checkpoints/ (a
+  /// run that import-hf or a test wrote may lack config.yaml). Reads nothing.
+  static bool is_run(const std::filesystem::path& path);
+  /// The run directory that `path` lies in: `path` itself when is_run(path), or <run> for a path
+  /// under <run>/checkpoints/. std::nullopt otherwise (a lone model file).
   static std::optional<RunDir> containing(const std::filesystem::path& path);
 
   const std::filesystem::path& path() const { return dir_; }
   std::filesystem::path config_file() const { return dir_ / "config.yaml"; }
   std::filesystem::path metrics_file() const { return dir_ / "metrics.jsonl"; }
   std::filesystem::path final_file() const { return dir_ / "final.json"; }
-  std::filesystem::path checkpoints_path() const { return checkpoints_dir(dir_); }
+  /// The checkpoints root (checkpoint.h's functions take it).
+  std::filesystem::path checkpoints_path() const { return dir_ / "checkpoints"; }
+  /// Where the checkpoint of `step` is (or would be): checkpoint_dir(checkpoints_path(), step).
+  std::filesystem::path checkpoint_path(int64_t step) const { return checkpoint_dir(checkpoints_path(), step); }
   /// Where analyses of this run keep their outputs.
   std::filesystem::path probes_path() const { return dir_ / "probes"; }
   /// The lock file of claim(); it means something only while a process holds it.
@@ -78,6 +84,14 @@ class RunDir {
   std::optional<RunHolder> holder() const;
   /// The checkpoints by ascending step, from their directory names (list_checkpoints).
   std::vector<CheckpointInfo> checkpoints() const;
+  /// The newest checkpoint that loads and passes `check` (load_latest: each one skipped is logged
+  /// and appended to `warnings`); std::nullopt when the run has none. Throws CheckpointError naming
+  /// checkpoints/ and the newest one's problem when none is usable.
+  std::optional<LoadedCheckpoint> latest_checkpoint(std::vector<std::string>* warnings = nullptr,
+                                                    bool with_optimizer = true, const CheckpointCheck& check = {}) const;
+  /// The model of the newest checkpoint that loads into one (load_model), the optimizer unread.
+  /// Throws CheckpointError naming the directory when it has no checkpoint, or as latest_checkpoint.
+  LoadedModel latest_model(std::vector<std::string>* warnings = nullptr) const;
   /// metrics.jsonl read (read_metrics); empty when the run has logged nothing yet.
   MetricsHistory metrics() const;
 
@@ -106,6 +120,11 @@ class RunWriter {
   void write_final(const FinalRecord& record) const;
   /// metrics.jsonl opened for appending after `resume_step` (MetricsLog, its default retries).
   MetricsLog open_metrics(int64_t resume_step) const;
+  /// save_checkpoint() into checkpoints/. Returns the checkpoint directory; throws as it does.
+  std::filesystem::path save_checkpoint(const GPTImpl& model, const torch::optim::AdamW& opt, const TrainState& state,
+                                        const RetentionPolicy& policy) const;
+  /// save_weights_checkpoint() into checkpoints/ (import-hf: no optimizer state, every checkpoint kept).
+  std::filesystem::path save_weights_checkpoint(const GPTImpl& model, const TrainState& state) const;
 
  private:
   friend class RunDir;

@@ -1,13 +1,19 @@
 // metrics.jsonl, the run's append-only log (docs/design.md, "The run directory"): one JSON object per
-// line, either a step record {"step", "tokens", "train_loss", "val_loss" (null between evaluations),
-// "lr", "grad_norm", "tokens_per_s", "elapsed_s"[, "mfu"]} or an activation-tracking record
-// {"type": "activations", "step", "probe_sequences", "massive", "layers": layers_json()}.
+// line, of three kinds, each a struct below (its one writer is MetricsLog, its one reader
+// read_metrics; JSON keys are written in alphabetical order):
+//   step record        {"elapsed_s", "grad_norm", "lr"[, "mfu"], "step", "tokens", "tokens_per_s",
+//                       "train_loss", "val_loss" (null between evaluations)}         StepRecord
+//   schedule change    {"type": "schedule_change", "step", "total_steps_before", "total_steps",
+//                       "next_lr_before", "next_lr"}                                  ScheduleChange
+//   activations        {"type": "activations", "step", "probe_sequences", "massive": {"min_max",
+//                       "min_ratio"}, "layers": layers_json()}                        ActivationRecord
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +21,37 @@
 #include "attnlab/activation_capture.h"
 
 namespace attnlab {
+
+/// One optimizer step, logged when it is done (the trainer's MetricsLogger).
+struct StepRecord {
+  int64_t step = 0;                ///< optimizer steps completed (the 1-based index of this one)
+  int64_t tokens = 0;              ///< training tokens consumed up to and with this step
+  double train_loss = 0.0;         ///< nats/token: mean over the step's micro-batches and ranks
+  std::optional<double> val_loss;  ///< nats/token on the validation set; none (null) between evaluations
+  double lr = 0.0;                 ///< the learning rate the step used
+  double grad_norm = 0.0;          ///< global L2 norm of the gradients before clipping
+  double tokens_per_s = 0.0;       ///< the step's throughput (timing: differs from run to run)
+  double elapsed_s = 0.0;          ///< wall seconds of the run so far, earlier sessions included (timing)
+  std::optional<double> mfu;       ///< model FLOPs utilisation in [0, 1]; none when the device's peak is unknown
+};
+
+/// A resume under another step budget (docs/checkpoints.md, "Resuming under another step budget"):
+/// the cosine of the steps still to come is re-shaped. Logged once, at the step resumed from.
+struct ScheduleChange {
+  int64_t step = 0;                ///< the step resumed from; step + 1 is the next one trained
+  int64_t total_steps_before = 0;  ///< the budget the checkpoint was trained under
+  int64_t total_steps = 0;         ///< the budget from now on
+  double next_lr_before = 0.0;     ///< the learning rate of step + 1 under the old budget
+  double next_lr = 0.0;            ///< and under the new one
+};
+
+/// One activation-tracking pass (SPEC section 5) as the trainer writes it.
+struct ActivationRecord {
+  int64_t step = 0;             ///< the model's state after this many steps (0: the initial state)
+  int64_t probe_sequences = 0;  ///< validation sequences [0, probe_sequences) in the probe batch
+  MassiveCriterion massive;     ///< what counted as a massive activation
+  ActivationCapture capture;    ///< its layers are logged (layers_json), sink_abs and tokens_abs are not
+};
 
 /// A step record that carries a validation loss.
 struct CurvePoint {
@@ -41,11 +78,20 @@ struct MetricsHistory {
   std::vector<CurvePoint> validation;        ///< in file order
   std::vector<TrainPoint> training;          ///< every step record with a train_loss, in file order
   std::vector<TrackedActivations> activations;  ///< by ascending step (stable)
+  std::vector<ScheduleChange> schedule_changes;  ///< in file order
 };
 
-/// Reads a metrics.jsonl. A line that does not parse (a write cut short by a crash) is skipped; a
-/// step record without a validation loss adds no validation point. Throws FileError naming the file when it cannot be
-/// opened, or when an activation record lacks a key the trainer always writes.
+/// The line each record is written as (without the newline): the header's keys, a double in its
+/// shortest round-trip form.
+nlohmann::json to_json(const StepRecord& record);
+nlohmann::json to_json(const ScheduleChange& change);
+nlohmann::json to_json(const ActivationRecord& record);
+
+/// Reads a metrics.jsonl. A line that does not parse (a write cut short by a crash) is skipped, and so
+/// is a record of a "type" this build does not know (a later build's); a step record without a
+/// validation loss adds no validation point. Throws FileError naming the file when it cannot be
+/// opened, or when an activation or schedule-change record lacks a key (or has one of the wrong
+/// type) that the trainer always writes.
 MetricsHistory read_metrics(const std::filesystem::path& metrics_jsonl);
 
 /// How MetricsLog::append() meets a failed write (a full disk, a quota, an I/O error): `attempts`
@@ -77,11 +123,15 @@ class MetricsLog {
   MetricsLog& operator=(const MetricsLog&) = delete;
   ~MetricsLog();
 
-  void append(const nlohmann::json& record);
+  void append(const StepRecord& record);
+  void append(const ScheduleChange& change);
+  void append(const ActivationRecord& record);
   /// fsync: every line appended so far survives a crash of the machine.
   void sync();
 
  private:
+  /// Appends to_json()'s line of the record of `step` (named in the error).
+  void append_line(const nlohmann::json& record, int64_t step);
   /// One try at writing `line` at the end; 0, or the errno of the failure (its bytes cut off again).
   int try_append(const std::string& line);
 

@@ -40,6 +40,12 @@ struct SweepSpec {
   std::vector<std::string> set;       ///< "key=value" overrides for every run
   std::vector<GridAxis> grid;         ///< in file order
   std::vector<std::pair<std::string, std::string>> slurm;  ///< extra #SBATCH --key=value lines
+  /// `slurm: time` in seconds; std::nullopt without one (the partition's limit, unknown here) or for none.
+  std::optional<int64_t> time_limit_s;
+  /// Seconds before the time limit at which Slurm sends a task USR1 (--signal=B:USR1@<this>), so the
+  /// trainer checkpoints and the task requeues itself: `slurm_signal_margin:`, else
+  /// default_slurm_signal_margin(time_limit_s). load_sweep() refuses a limit it does not fit.
+  int64_t slurm_signal_margin = 300;
 };
 
 /// Error in a sweep file or its expansion; the message names the file and the key.
@@ -48,8 +54,23 @@ struct SweepError : std::runtime_error {
 };
 
 /// Parses a sweep YAML. Throws SweepError for unknown keys, a missing base / grid / out, a tier file
-/// that does not exist, or a per-tier mapping without a tier axis.
+/// that does not exist, a per-tier mapping without a tier axis, a `slurm: time` Slurm cannot read, a
+/// `slurm: signal` (the sweep owns --signal), or a slurm_signal_margin outside 1..65535 s or that
+/// leaves less than kSlurmSignalSlackSeconds of the time limit before it (naming both values).
 SweepSpec load_sweep(const std::filesystem::path& path);
+
+/// A Slurm time limit (sbatch --time: "minutes", "minutes:seconds", "hours:minutes:seconds",
+/// "days-hours", "days-hours:minutes", "days-hours:minutes:seconds") in seconds; std::nullopt for no
+/// limit ("0", "INFINITE", "UNLIMITED"). Throws SweepError naming `text` when it is none of these.
+std::optional<int64_t> slurm_time_seconds(const std::string& text);
+
+/// Slurm may send --signal's warning up to 60 s early (sbatch(1), "--signal"): a margin must leave at
+/// least this much of the limit before it, or a task could be told to stop as soon as it starts.
+constexpr int64_t kSlurmSignalSlackSeconds = 60;
+
+/// The margin when the sweep gives none: a tenth of the time limit, between 10 s and 300 s (a
+/// checkpoint of the paper's largest tier takes seconds); 300 s when the limit is not known.
+int64_t default_slurm_signal_margin(std::optional<int64_t> time_limit_s);
 
 /// One run of the grid.
 struct SweepRun {
@@ -165,8 +186,9 @@ struct SlurmLayout {
 };
 
 /// Writes <out>/slurm/<name>.sbatch: a job array with one task per run (in manifest order) that runs
-/// the same `executable train ...` command, requeues itself when interrupted (--requeue, and a USR1
-/// sent before the time limit), and so resumes from the last checkpoint. A grid of more than
+/// the same `executable train ...` command. Slurm's USR1, spec.slurm_signal_margin seconds before the
+/// time limit, makes the trainer checkpoint and the task requeue itself, so it resumes from that
+/// checkpoint; a SIGTERM (scancel, preemption) stops the trainer the same way but never requeues. A grid of more than
 /// kSlurmMaxArrayIndex + 1 runs is split into <name>.part<i>.sbatch files of at most 1000 tasks each
 /// (task k of part i runs run 1000 i + k). Returns the scripts' paths, in run order. Throws
 /// SweepError for an empty grid or a layout with nodes < 1 or gpus_per_node < 0.

@@ -1,7 +1,9 @@
 // The front door for a trained run: one call opens a checkpoint, rebuilds its model, chooses the
 // validation tokens an analysis reads and records where everything came from (docs/design.md). Every
-// command that reads a trained model (eval, probe, inject, retention, ablate) goes through it, so
-// they share one choice of defaults and one provenance record.
+// command that reads a trained model goes through it (eval, probe, inject, retention, ablate,
+// activations) or through its token-free part, open_model() (sample, export-hf), so they share one
+// reading of a path, one choice of defaults, one provenance record and one rule for the run's
+// tokenizer.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,7 @@
 #include "attnlab/checkpoint.h"
 #include "attnlab/final_record.h"
 #include "attnlab/run_config.h"
+#include "attnlab/shards.h"
 
 namespace attnlab {
 
@@ -85,8 +88,24 @@ struct TrainedRun {
   const RunConfig& run_config() const;
 };
 
-/// Opens `checkpoint` (a run directory: its newest good checkpoint; a checkpoint directory; its
-/// state.json; or a model.safetensors, as load_model) and chooses its tokens. T defaults to the
+/// The model `path` names, in eval mode on the CPU: a run directory (RunDir::is_run: its newest
+/// checkpoint that loads into a model, each one skipped logged), a checkpoint directory, its
+/// state.json or a model.safetensors (load_model). Throws CheckpointError naming the path when it
+/// is none of these, or the file at fault when nothing there loads.
+LoadedModel open_model(const std::filesystem::path& path);
+
+/// The run's tokenizer: the one rule every command follows (docs/data.md, "The run's tokenizer").
+/// The tokenizer.json beside the run's shards: in the directory of data.train's pattern and of
+/// data.val's (read relative to the current directory, as the trainer read them; a pattern whose
+/// directory part holds a wildcard is expanded, and then its shards must be here), the first one
+/// present (the trainer checked that those present agree). Where there is none (llm.c's shards
+/// come without one, or a lone model file carries no config), the ids are GPT-2 BPE's when
+/// `vocab_size` is GPT-2's 50257 (kGpt2VocabSize; `assumed`, eot 50256) and unknown otherwise
+/// (`tokenizer` "unknown"). Throws DataError naming the file when a tokenizer.json is damaged, or
+/// the pattern when an expanded one matches nothing.
+TokenizerInfo run_tokenizer(const std::optional<RunConfig>& config, int64_t vocab_size);
+
+/// Opens `checkpoint` (what open_model() opens) and chooses its tokens. T defaults to the
 /// run's train.seq_len and the data to its data.val; a lone model file without its config needs
 /// both given. Throws CheckpointError / DataError naming the culprit, std::invalid_argument when T
 /// exceeds the model's context, the data hold fewer than N sequences, or a count is not positive.

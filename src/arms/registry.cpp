@@ -63,29 +63,30 @@ ArmSpec with_routing_gate(ArmSpec spec, GateKind routing_gate) {
   return spec;
 }
 
-GateKind parse_gate_kind(const std::string& name) {
-  if (name == "none") return GateKind::none;
-  if (name == "norm") return GateKind::norm;
-  if (name == "projection" || name == "proj") return GateKind::projection;
-  throw std::invalid_argument("unknown gate form '" + name + "'; valid: none, norm, projection");
+template <>
+const NameTable<SinkKind>& name_table<SinkKind>() {
+  static const NameTable<SinkKind> table(
+      "sink term", {{SinkKind::none, "none"}, {SinkKind::fixed_zero, "fixed_zero"}, {SinkKind::learned, "learned"}});
+  return table;
 }
 
-std::string to_string(GateKind kind) {
-  switch (kind) {
-    case GateKind::none: return "none";
-    case GateKind::norm: return "norm";
-    case GateKind::projection: return "projection";
-  }
-  return "?";
+template <>
+const NameTable<GateKind>& name_table<GateKind>() {
+  static const NameTable<GateKind> table(
+      "gate form", {{GateKind::none, "none"}, {GateKind::norm, "norm"}, {GateKind::projection, "projection"}},
+      {{GateKind::projection, "proj"}});
+  return table;
 }
 
-std::string to_string(SinkKind kind) {
-  switch (kind) {
-    case SinkKind::none: return "none";
-    case SinkKind::fixed_zero: return "fixed_zero";
-    case SinkKind::learned: return "learned";
-  }
-  return "?";
+template <>
+const NameTable<GateSlot>& name_table<GateSlot>() {
+  static const NameTable<GateSlot> table("gate slot", {{GateSlot::value, "value"}, {GateSlot::routing, "routing"}});
+  return table;
 }
+
+GateKind parse_gate_kind(const std::string& name) { return name_table<GateKind>().parse(name); }
+std::string to_string(GateKind kind) { return name_table<GateKind>().name(kind); }
+std::string to_string(SinkKind kind) { return name_table<SinkKind>().name(kind); }
+std::string to_string(GateSlot slot) { return name_table<GateSlot>().name(slot); }
 
 }  // namespace attnlab

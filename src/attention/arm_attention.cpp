@@ -69,9 +69,9 @@ void log_automatic_choice(const AttentionRequest& r, const AutoChoice& choice) {
 }
 
 void require_plain_softmax(const ArmSpec& arm) {
-  if (arm.sink != SinkKind::none || arm.gate != GateKind::none) {
+  if (!backend_computes_arm(AttentionBackend::sdpa, arm)) {
     throw std::invalid_argument("attention backend 'sdpa' runs the plain causal softmax only (baseline); arm '" +
-                                arm.name + "' has a sink or gate: use 'fused' or 'reference'");
+                                arm.name + "' has a sink or gate: use 'fused', 'flash' or 'reference'");
   }
 }
 
@@ -107,24 +107,12 @@ void refuse_probs(bool return_probs, const char* backend) {
 
 }  // namespace
 
-AttentionBackend parse_attention_backend(const std::string& name) {
-  if (name == "auto") return AttentionBackend::automatic;
-  if (name == "fused") return AttentionBackend::fused;
-  if (name == "reference") return AttentionBackend::reference;
-  if (name == "sdpa") return AttentionBackend::sdpa;
-  if (name == "flash") return AttentionBackend::flash;
-  throw std::invalid_argument("unknown attention backend '" + name + "'; valid: auto, fused, reference, sdpa, flash");
-}
-
-std::string to_string(AttentionBackend backend) {
-  switch (backend) {
-    case AttentionBackend::automatic: return "auto";
-    case AttentionBackend::fused: return "fused";
-    case AttentionBackend::reference: return "reference";
-    case AttentionBackend::sdpa: return "sdpa";
-    case AttentionBackend::flash: return "flash";
-  }
-  return "?";
+at::Tensor& arm_param_slot(ArmLayerParams& params, const std::string& name) {
+  if (name == "sink_logit") return params.sink_logit;
+  if (name == "gate_tau") return params.gate_tau;
+  if (name == "gate_w") return params.gate_w;
+  if (name == "gate_c") return params.gate_c;
+  throw std::logic_error("arm_param_slot: no arm parameter is called '" + name + "'");
 }
 
 AttentionRequest attention_request(const at::Tensor& q, int64_t k_len, bool return_probs) {

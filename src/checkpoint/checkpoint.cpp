@@ -41,12 +41,10 @@ void remove_hidden_leftovers(const fs::path& root) {
   }
 }
 
-fs::path make_checkpoints_root(const fs::path& run_dir) {
-  const fs::path root = checkpoints_dir(run_dir);
+void make_checkpoints_root(const fs::path& root) {
   if (detail::make_directories(root)) {
-    detail::fsync_directory(run_dir);  // the new directory's entry must itself be durable
+    detail::fsync_directory(root.parent_path().empty() ? "." : root.parent_path());  // the new entry must itself be durable
   }
-  return root;
 }
 
 json file_record(const fs::path& file) {
@@ -100,7 +98,7 @@ void write_files(const fs::path& dir, const Tensors& tensors, const ModelConfig&
   write_safetensors(dir / kModelFile, tensors.weights,
                     {{"format", "pt"},
                      {kMetaModel, dump_for(detail::model_config_to_json(model), dir / kModelFile)},
-                     {kMetaConfig, dump_for(state.config, dir / kModelFile)},
+                     {kMetaConfig, dump_for(detail::config_to_json(state.config), dir / kModelFile)},
                      {kMetaStep, step}});
   if (tensors.has_optimizer) {
     write_safetensors(
@@ -230,7 +228,7 @@ LoadedModel model_from(const LoadedCheckpoint& ckpt, const fs::path& source) {
   out.model->eval();
   out.model_config = ckpt.model_config;
   out.config = ckpt.state.config;
-  out.extra = ckpt.state.extra;
+  out.trainer = ckpt.state.trainer;
   out.step = ckpt.state.step;
   out.source = source;
   return out;
@@ -250,12 +248,15 @@ LoadedModel model_from_file(const fs::path& file) {
   if (!meta.count(kMetaModel)) throw CheckpointError(file, std::string("metadata lacks ") + kMetaModel);
   LoadedCheckpoint ckpt;
   ckpt.dir = file.parent_path();
+  json config = json::object();
   try {
     ckpt.model_config = detail::model_config_from_json(detail::parse_json(meta.at(kMetaModel)), file);
-    if (meta.count(kMetaConfig)) ckpt.state.config = detail::parse_json(meta.at(kMetaConfig));
+    if (meta.count(kMetaConfig)) config = detail::parse_json(meta.at(kMetaConfig));
   } catch (const detail::JsonError& e) {
     throw CheckpointError(file, std::string("bad attnlab metadata: ") + e.what());
   }
+  if (!config.is_object()) throw CheckpointError(file, std::string("metadata ") + kMetaConfig + " is not a JSON object");
+  ckpt.state.config = detail::config_from_json(config, file);
   if (meta.count(kMetaStep)) ckpt.state.step = metadata_step(meta.at(kMetaStep), file);
   ckpt.weights = std::move(contents.tensors);
   return model_from(ckpt, file);
@@ -265,13 +266,13 @@ LoadedModel model_from_file(const fs::path& file) {
 
 namespace {
 
-fs::path save(const fs::path& run_dir, const GPTImpl& model, const torch::optim::AdamW* opt,
+fs::path save(const fs::path& root, const GPTImpl& model, const torch::optim::AdamW* opt,
               const TrainState& state, const RetentionPolicy& policy) {
   if (policy.keep_last < 1) throw std::invalid_argument("checkpoint retention: keep_last must be at least 1");
-  const fs::path final_dir = checkpoint_dir(run_dir, state.step);
+  const fs::path final_dir = checkpoint_dir(root, state.step);
   detail::check_train_state(state, final_dir / kStateFile, opt != nullptr);  // never write what the reader refuses
   const Tensors tensors = gather(model, opt, final_dir);
-  const fs::path root = make_checkpoints_root(run_dir);
+  make_checkpoints_root(root);
   remove_hidden_leftovers(root);
   const fs::path tmp = root / (".tmp." + final_dir.filename().string());
   detail::make_directories(tmp);
@@ -283,21 +284,21 @@ fs::path save(const fs::path& run_dir, const GPTImpl& model, const torch::optim:
     throw;
   }
   publish(tmp, final_dir);
-  apply_retention(run_dir, policy, state.step);  // only now is the new checkpoint durable
+  apply_retention(root, policy, state.step);  // only now is the new checkpoint durable
   return final_dir;
 }
 
 }  // namespace
 
-fs::path save_checkpoint(const fs::path& run_dir, const GPTImpl& model, const torch::optim::AdamW& opt,
+fs::path save_checkpoint(const fs::path& root, const GPTImpl& model, const torch::optim::AdamW& opt,
                          const TrainState& state, const RetentionPolicy& policy) {
-  return save(run_dir, model, &opt, state, policy);
+  return save(root, model, &opt, state, policy);
 }
 
-fs::path save_weights_checkpoint(const fs::path& run_dir, const GPTImpl& model, const TrainState& state) {
+fs::path save_weights_checkpoint(const fs::path& root, const GPTImpl& model, const TrainState& state) {
   RetentionPolicy keep_all;
   keep_all.keep_last = std::numeric_limits<int64_t>::max();
-  return save(run_dir, model, nullptr, state, keep_all);
+  return save(root, model, nullptr, state, keep_all);
 }
 
 LoadedCheckpoint load_checkpoint(const fs::path& ckpt_dir, bool with_optimizer) {
@@ -315,9 +316,9 @@ LoadedCheckpoint load_checkpoint(const fs::path& ckpt_dir, bool with_optimizer) 
   return ckpt;
 }
 
-std::optional<LoadedCheckpoint> load_latest(const fs::path& run_dir, std::vector<std::string>* warnings,
+std::optional<LoadedCheckpoint> load_latest(const fs::path& root, std::vector<std::string>* warnings,
                                             bool with_optimizer, const CheckpointCheck& check) {
-  const auto all = list_checkpoints(run_dir);
+  const auto all = list_checkpoints(root);
   if (all.empty()) return std::nullopt;
   std::string newest_problem;
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
@@ -333,7 +334,7 @@ std::optional<LoadedCheckpoint> load_latest(const fs::path& run_dir, std::vector
       if (warnings != nullptr) warnings->push_back(message);
     }
   }
-  throw CheckpointError(run_dir,
+  throw CheckpointError(root,
                         "none of its " + std::to_string(all.size()) +
                             " checkpoints can be used (each one's problem was logged); the newest: " + newest_problem);
 }
@@ -362,7 +363,13 @@ void restore(const LoadedCheckpoint& ckpt, GPTImpl& model, torch::optim::AdamW& 
   restore_rng_states(ckpt.state.rng, ckpt.dir / kStateFile);
 }
 
-LoadedModel load_model(const fs::path& path, std::vector<std::string>* warnings) {
+bool is_checkpoint_dir(const fs::path& dir) { return detail::is_file(dir / kStateFile); }
+
+bool has_optimizer_state(const fs::path& dir) { return fs::exists(dir / kOptimizerFile); }
+
+LoadedModel load_model(const LoadedCheckpoint& ckpt) { return model_from(ckpt, ckpt.dir); }
+
+LoadedModel load_model(const fs::path& path) {
   if (detail::is_file(path)) {
     const fs::path dir = path.parent_path();
     // A model.safetensors inside a checkpoint directory is verified against its state.json.
@@ -370,17 +377,10 @@ LoadedModel load_model(const fs::path& path, std::vector<std::string>* warnings)
         path.filename() == kStateFile || (path.filename() == kModelFile && detail::is_file(dir / kStateFile));
     return in_checkpoint ? model_from(load_checkpoint(dir, false), dir) : model_from_file(path);
   }
-  if (detail::is_file(path / kStateFile)) return model_from(load_checkpoint(path, false), path);
-  if (detail::is_dir(checkpoints_dir(path))) {
-    std::optional<LoadedModel> out;
-    load_latest(path, warnings, /*with_optimizer=*/false,
-                [&](const LoadedCheckpoint& c) { out = model_from(c, c.dir); });
-    if (!out) throw CheckpointError(path, "run directory has no checkpoint");
-    return std::move(*out);
-  }
+  if (is_checkpoint_dir(path)) return model_from(load_checkpoint(path, false), path);
   const std::string kind = detail::describe_file_kind(path);  // a FIFO, a device, a directory of something else
   throw CheckpointError(path, (kind == "missing" ? "does not exist" : "is " + kind) +
-                                  ", not a run directory, a checkpoint directory or a model.safetensors file");
+                                  ", neither a checkpoint directory (holding state.json) nor a model.safetensors file");
 }
 
 }  // namespace attnlab

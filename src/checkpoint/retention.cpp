@@ -55,17 +55,14 @@ std::set<int64_t> kept_steps(const std::vector<CheckpointInfo>& all, const Reten
 
 }  // namespace
 
-fs::path checkpoints_dir(const fs::path& run_dir) { return run_dir / "checkpoints"; }
-
-fs::path checkpoint_dir(const fs::path& run_dir, int64_t step) {
+fs::path checkpoint_dir(const fs::path& root, int64_t step) {
   char name[32];
   std::snprintf(name, sizeof name, "%s%06lld", kPrefix, static_cast<long long>(step));
-  return checkpoints_dir(run_dir) / name;
+  return root / name;
 }
 
-std::vector<CheckpointInfo> list_checkpoints(const fs::path& run_dir) {
+std::vector<CheckpointInfo> list_checkpoints(const fs::path& root) {
   std::vector<CheckpointInfo> all;
-  const fs::path root = checkpoints_dir(run_dir);
   for (const auto& name : detail::list_directory(root)) {
     const int64_t step = detail::step_of_dir_name(name);
     if (step >= 0 && detail::is_dir(root / name)) all.push_back({step, root / name});
@@ -74,10 +71,10 @@ std::vector<CheckpointInfo> list_checkpoints(const fs::path& run_dir) {
   return all;
 }
 
-std::vector<int64_t> apply_retention(const fs::path& run_dir, const RetentionPolicy& policy,
+std::vector<int64_t> apply_retention(const fs::path& root, const RetentionPolicy& policy,
                                      std::optional<int64_t> just_saved) {
   if (policy.keep_last < 1) throw std::invalid_argument("checkpoint retention: keep_last must be at least 1");
-  const auto all = list_checkpoints(run_dir);
+  const auto all = list_checkpoints(root);
   auto keep = kept_steps(all, policy);
   if (just_saved) keep.insert(*just_saved);
   std::vector<int64_t> deleted;
@@ -90,7 +87,7 @@ std::vector<int64_t> apply_retention(const fs::path& run_dir, const RetentionPol
     detail::remove_tree(hidden);
     deleted.push_back(c.step);
   }
-  if (!deleted.empty()) detail::fsync_directory(checkpoints_dir(run_dir));
+  if (!deleted.empty()) detail::fsync_directory(root);
   return deleted;
 }
 

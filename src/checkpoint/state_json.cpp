@@ -80,6 +80,14 @@ std::string string_field(const json& j, const std::string& key, const fs::path& 
   return v.get<std::string>();
 }
 
+/// One of the names of E's table (name_table.h).
+template <class E>
+E name_field(const json& j, const std::string& key, const fs::path& file) {
+  const auto text = string_field(j, key, file);
+  if (const auto value = name_table<E>().find(text)) return *value;
+  throw CheckpointError(file, name_table<E>().refusal(text, "field '" + key + "'"));
+}
+
 /// A number, or `if_null` for null.
 double loss_field(const json& j, const std::string& key, double if_null, const fs::path& file) {
   const json& v = field(j, key, file);
@@ -113,7 +121,7 @@ void read_architecture_options(const json& j, ModelConfig& cfg, const fs::path& 
   if (j.contains("rotary_base")) cfg.rotary_base = number_field(j, "rotary_base", file);
   if (j.contains("parallel_residual")) cfg.parallel_residual = bool_field(j, "parallel_residual", file);
   if (j.contains("untied_head")) cfg.untied_head = bool_field(j, "untied_head", file);
-  if (j.contains("gelu")) cfg.gelu = string_field(j, "gelu", file);
+  if (j.contains("gelu")) cfg.gelu = name_field<GeluKind>(j, "gelu", file);
 }
 
 RngStates parse_rng(const json& j, const fs::path& file) {
@@ -207,7 +215,27 @@ void check_directory_step(const TrainState& t, const fs::path& file) {
   }
 }
 
+/// "extra", typed; a known key of the wrong type is the file's fault.
+TrainerState trainer_from_json(const json& extra, const fs::path& file) {
+  try {
+    return trainer_state_from_json(extra);
+  } catch (const std::invalid_argument& e) {
+    throw CheckpointError(file, e.what());
+  }
+}
+
 }  // namespace
+
+json config_to_json(const std::optional<RunConfig>& config) { return config ? to_json(*config) : json::object(); }
+
+std::optional<RunConfig> config_from_json(const json& config, const fs::path& file) {
+  if (config.empty()) return std::nullopt;
+  try {
+    return run_config_from_json(config);
+  } catch (const std::exception& e) {  // ConfigError, or YAML's own
+    throw CheckpointError(file, std::string("field 'config' is not a run config this build reads: ") + e.what());
+  }
+}
 
 int64_t step_of_dir_name(const std::string& name) {
   const std::string digits = name.rfind("step_", 0) == 0 ? name.substr(5) : "";
@@ -237,7 +265,7 @@ json model_config_to_json(const ModelConfig& cfg) {
           {"rotary_base", cfg.rotary_base},
           {"parallel_residual", cfg.parallel_residual},
           {"untied_head", cfg.untied_head},
-          {"gelu", cfg.gelu}};
+          {"gelu", to_string(cfg.gelu)}};
 }
 
 ModelConfig model_config_from_json(const json& j, const fs::path& origin) {
@@ -249,8 +277,8 @@ ModelConfig model_config_from_json(const json& j, const fs::path& origin) {
   cfg.block_size = int_field(j, "block_size", origin);
   cfg.vocab_size = int_field(j, "vocab_size", origin);
   read_architecture_options(j, cfg, origin);
+  cfg.routing_gate = name_field<GateKind>(j, "routing_gate", origin);
   try {
-    cfg.routing_gate = parse_gate_kind(string_field(j, "routing_gate", origin));
     cfg.validate();
   } catch (const std::invalid_argument& e) {
     throw CheckpointError(origin, std::string("model config: ") + e.what());
@@ -275,8 +303,8 @@ json state_file_to_json(const StateFile& s) {
           {"model", model_config_to_json(s.model)},
           {"files", s.files},
           {"rng", {{"cpu", to_hex(t.rng.cpu)}, {"cuda", cuda}}},
-          {"config", t.config},
-          {"extra", t.extra}};
+          {"config", config_to_json(t.config)},
+          {"extra", to_json(t.trainer)}};
 }
 
 std::string state_checksum_line(const std::string& state_text) {
@@ -306,8 +334,8 @@ StateFile read_state_file(const fs::path& file) {
   t.best_val_loss = loss_field(j, "best_val_loss", std::numeric_limits<double>::infinity(), file);
   t.git_revision = string_field(j, "git_revision", file);
   t.rng = parse_rng(object_field(j, "rng", file), file);
-  t.config = object_field(j, "config", file);
-  t.extra = object_field(j, "extra", file);
+  t.config = config_from_json(object_field(j, "config", file), file);
+  t.trainer = trainer_from_json(object_field(j, "extra", file), file);
   s.model = model_config_from_json(object_field(j, "model", file), file);
   s.files = object_field(j, "files", file);
   check_train_state(t, file, s.files.contains(kOptimizerFile));

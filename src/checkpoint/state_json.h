@@ -43,6 +43,13 @@ struct StateFile {
 void check_train_state(const TrainState& t, const std::filesystem::path& file, bool trained = true);
 
 nlohmann::json state_file_to_json(const StateFile& s);
+
+/// state.json's "config" (and model.safetensors' attnlab.config): the resolved run config, or {}
+/// for none.
+nlohmann::json config_to_json(const std::optional<RunConfig>& config);
+/// Reads it back: {} is none; anything else must be a run config load_run_config's checks pass.
+/// Throws CheckpointError naming `file`.
+std::optional<RunConfig> config_from_json(const nlohmann::json& config, const std::filesystem::path& file);
 /// What `sha256sum state.json` prints for a state.json holding `state_text`: "<hex>  state.json\n".
 std::string state_checksum_line(const std::string& state_text);
 

@@ -13,13 +13,24 @@
 
 namespace attnlab {
 
-c10::Device resolve_device(const std::string& name, const std::string& option) {
-  if (name != "auto" && name != "cpu" && name != "cuda")
-    throw std::invalid_argument(option + ": '" + name + "' is not one of auto, cpu, cuda");
+template <>
+const NameTable<DeviceChoice>& name_table<DeviceChoice>() {
+  static const NameTable<DeviceChoice> table(
+      "device", {{DeviceChoice::automatic, "auto"}, {DeviceChoice::cpu, "cpu"}, {DeviceChoice::cuda, "cuda"}});
+  return table;
+}
+
+std::string to_string(DeviceChoice choice) { return name_table<DeviceChoice>().name(choice); }
+
+c10::Device resolve_device(DeviceChoice choice, const std::string& option) {
   const bool cuda = torch::cuda::is_available();
-  if (name == "cpu" || (name == "auto" && !cuda)) return c10::Device(c10::kCPU);
+  if (choice == DeviceChoice::cpu || (choice == DeviceChoice::automatic && !cuda)) return c10::Device(c10::kCPU);
   if (!cuda) throw std::runtime_error(option + ": 'cuda' requested but no CUDA device is available");
   return c10::Device(c10::kCUDA, 0);
+}
+
+c10::Device resolve_device(const std::string& name, const std::string& option) {
+  return resolve_device(name_table<DeviceChoice>().parse(name, option), option);
 }
 
 std::string device_name(const c10::Device& device) {

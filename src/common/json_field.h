@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attnlab/name_table.h"
+
 namespace attnlab {
 
 namespace detail {
@@ -53,6 +55,15 @@ T json_field(const nlohmann::json& j, const std::string& key, const std::string&
   } catch (const nlohmann::json::exception&) {
   }
   throw std::invalid_argument("\"" + path + "\" has the wrong type (" + it->dump() + ", not " + detail::json_kind<T>() + ")");
+}
+
+/// j[key] as one of the names of enum E's table (name_table.h): a string (as json_field), of which
+/// any other throws std::invalid_argument `"where.key": '<text>' is not one of <names>`.
+template <class E>
+E json_name_field(const nlohmann::json& j, const std::string& key, const std::string& where) {
+  const auto text = json_field<std::string>(j, key, where);
+  if (const auto value = name_table<E>().find(text)) return *value;
+  throw std::invalid_argument(name_table<E>().refusal(text, "\"" + detail::json_path(where, key) + "\""));
 }
 
 /// j[key] as json_field<T>, or none where it is null.

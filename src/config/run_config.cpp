@@ -90,8 +90,13 @@ struct JsonWriter {
   nlohmann::json root = nlohmann::json::object();
   nlohmann::json* cur = &root;
   template <class T>
-  void field(const char* key, const T& value) { (*cur)[key] = value; }
-  void field(const char* key, const GateKind& value) { (*cur)[key] = to_string(value); }
+  void field(const char* key, const T& value) {
+    if constexpr (std::is_enum_v<T>) {
+      (*cur)[key] = name_table<T>().name(value);  // the name the YAML holds
+    } else {
+      (*cur)[key] = value;
+    }
+  }
   template <class F>
   void section(const char* key, F&& body) {
     auto* parent = cur;
@@ -113,17 +118,21 @@ struct YamlReader {
   void field(const char* key, T& out) {
     known.insert(path(key));
     const YAML::Node node = std::as_const(cur)[key];
-    if (node) out = yaml_io::read_scalar<T>(node, path(key));
-  }
-  void field(const char* key, GateKind& out) {
-    std::string name = to_string(out);
-    field(key, name);
-    yaml_io::require_writable(name, path(key));  // before the parser echoes it
-    try {
-      out = parse_gate_kind(name);
-    } catch (const std::invalid_argument& e) {
-      throw ConfigError(path(key) + ": " + e.what());
+    if (!node) return;
+    if constexpr (std::is_enum_v<T>) {
+      out = read_name<T>(node, path(key));
+    } else {
+      out = yaml_io::read_scalar<T>(node, path(key));
     }
+  }
+  // A name of E's table, or ConfigError "<key>: '<text>' is not one of <names>".
+  template <class E>
+  static E read_name(const YAML::Node& node, const std::string& key) {
+    const auto text = yaml_io::read_scalar<std::string>(node, key);
+    yaml_io::require_writable(text, key);  // before the refusal echoes it
+    const auto& table = name_table<E>();
+    if (const auto value = table.find(text)) return *value;
+    throw ConfigError(table.refusal(text, key));
   }
   template <class F>
   void section(const char* key, F&& body) {
@@ -156,6 +165,10 @@ struct ValueCheck {
         throw ConfigError(fmt::format("{}{}: must be a finite number, got {}", prefix, key, yaml_io::format_float(value)));
     } else if constexpr (std::is_same_v<T, std::string>) {
       yaml_io::require_writable(value, prefix + key);
+    } else if constexpr (std::is_enum_v<T>) {  // a config built in code could cast any integer
+      if (!name_table<T>().has(value))
+        throw ConfigError(fmt::format("{}{}: {} is not one of {}", prefix, key, static_cast<int64_t>(value),
+                                      name_table<T>().valid_names()));
     }
   }
   template <class F>
@@ -186,12 +199,16 @@ constexpr int64_t kMaxLogSpaced = int64_t{1} << 62;  // the doubling 1, 2, 4, ..
 
 }  // namespace
 
-int64_t RunConfig::effective_tokens_per_step() const {
-  return train.tokens_per_step > 0 ? train.tokens_per_step : train.batch_size * train.seq_len;
+template <>
+const NameTable<Precision>& name_table<Precision>() {
+  static const NameTable<Precision> table("precision", {{Precision::bf16, "bf16"}, {Precision::fp32, "fp32"}});
+  return table;
 }
 
-int64_t RunConfig::grad_accum_steps() const {
-  return effective_tokens_per_step() / (train.batch_size * train.seq_len);
+std::string to_string(Precision precision) { return name_table<Precision>().name(precision); }
+
+int64_t RunConfig::effective_tokens_per_step() const {
+  return train.tokens_per_step > 0 ? train.tokens_per_step : train.batch_size * train.seq_len;
 }
 
 int64_t RunConfig::total_steps() const {
@@ -208,12 +225,9 @@ void validate(const RunConfig& c) {
   } catch (const std::invalid_argument& e) {
     throw ConfigError(e.what());
   }
-  const std::set<std::string> backends = {"auto", "fused", "reference", "sdpa", "flash"};
-  require(backends.count(c.attention.backend) > 0,
-          "attention.backend: '" + c.attention.backend + "' is not one of auto, fused, reference, sdpa, flash");
-  const auto arm = c.model.arm_spec();
-  require(c.attention.backend != "sdpa" || (arm.sink == SinkKind::none && arm.gate == GateKind::none),
-          "attention.backend: sdpa computes plain softmax only; model.arm '" + c.model.arm + "' needs fused, flash or reference");
+  require(backend_computes_arm(c.attention.backend, c.model.arm_spec()),
+          "attention.backend: " + to_string(c.attention.backend) + " computes plain softmax only; model.arm '" +
+              c.model.arm + "' needs fused, flash or reference");
   require(!c.data.train.empty(), "data.train: required (a glob of llm.c-format train shards)");
   require(!c.data.val.empty(), "data.val: required (a glob of llm.c-format validation shards)");
   require(c.data.val_tokens > 0, "data.val_tokens: must be positive");
@@ -241,10 +255,6 @@ void validate(const RunConfig& c) {
   require(c.data.val_tokens > c.train.seq_len,  // a sequence reads seq_len + 1 tokens (x, then targets shifted by one)
           fmt::format("data.val_tokens = {} is less than one validation sequence of train.seq_len + 1 = {} tokens",
                       c.data.val_tokens, uint64_t(c.train.seq_len) + 1));
-  const std::set<std::string> devices = {"auto", "cpu", "cuda"};
-  require(devices.count(c.train.device) > 0, "train.device: '" + c.train.device + "' is not one of auto, cpu, cuda");
-  require(c.train.precision == "bf16" || c.train.precision == "fp32",
-          "train.precision: '" + c.train.precision + "' is not one of bf16, fp32");
   require(c.train.log_every > 0, "train.log_every: must be positive");
   require(c.train.threads >= 0, "train.threads: must be >= 0");
   require(c.train.threads <= kMaxThreads, fmt::format("train.threads: must be at most {}", kMaxThreads));

@@ -49,13 +49,21 @@ struct ConfigReader {
   void require(bool ok, const char* key, const std::string& what) const {
     if (!ok) fail(key, what);
   }
+  /// One of the names of E's table (name_table.h).
+  template <class E>
+  E name(const char* key, E fallback) const {
+    const std::string text = string(key, name_table<E>().name(fallback));
+    const auto value = name_table<E>().find(text);
+    if (!value) fail(key, "= '" + text + "' is not one of " + name_table<E>().valid_names());
+    return *value;
+  }
 };
 
 // transformers' activation names that are exactly one of attnlab's two GELUs.
-std::string gelu_of(const ConfigReader& c, const char* key, const std::string& fallback) {
+GeluKind gelu_of(const ConfigReader& c, const char* key, const std::string& fallback) {
   const std::string act = c.string(key, fallback);
-  if (act == "gelu") return "erf";
-  if (act == "gelu_new" || act == "gelu_pytorch_tanh") return "tanh";
+  if (act == "gelu") return GeluKind::erf;
+  if (act == "gelu_new" || act == "gelu_pytorch_tanh") return GeluKind::tanh;
   c.fail(key, "= '" + act + "': attnlab computes gelu (erf), gelu_new or gelu_pytorch_tanh (tanh) only");
 }
 
@@ -130,9 +138,9 @@ HfArchitecture from_attnlab(const ConfigReader& c) {
   m.rotary_base = c.number("rotary_base", 10000.0);
   m.parallel_residual = c.boolean("parallel_residual", false);
   m.untied_head = c.boolean("untied_head", false);
-  m.gelu = c.string("gelu", "tanh");
+  m.gelu = c.name("gelu", GeluKind::tanh);
+  m.routing_gate = c.name("routing_gate", GateKind::norm);
   try {
-    m.routing_gate = parse_gate_kind(c.string("routing_gate", "norm"));
     const ArmSpec arm = m.arm_spec();
     const json expected = hf_config_json(HfExportKind::attnlab, m);
     for (const char* key : {"sink", "gate", "gate_slot", "sink_token"}) {
@@ -174,7 +182,7 @@ HfArchitecture architecture_from_hf(const json& config, const fs::path& file) {
 }
 
 json hf_config_json(HfExportKind kind, const ModelConfig& m, int64_t eot) {
-  const std::string hf_gelu = m.gelu == "erf" ? "gelu" : "gelu_new";
+  const std::string hf_gelu = m.gelu == GeluKind::erf ? "gelu" : "gelu_new";
   json j;
   switch (kind) {
     case HfExportKind::gpt2:
@@ -199,11 +207,11 @@ json hf_config_json(HfExportKind kind, const ModelConfig& m, int64_t eot) {
            {"auto_map", {{"AutoConfig", "configuration_attnlab.AttnlabConfig"},
                          {"AutoModelForCausalLM", "modeling_attnlab.AttnlabForCausalLM"}}},
            {"arm", m.arm}, {"sink", to_string(arm.sink)}, {"gate", to_string(arm.gate)},
-           {"gate_slot", arm.slot == GateSlot::value ? "value" : "routing"}, {"sink_token", arm.sink_token},
+           {"gate_slot", to_string(arm.slot)}, {"sink_token", arm.sink_token},
            {"routing_gate", to_string(m.routing_gate)}, {"norm_gate_beta", kNormGateBeta},
            {"n_layer", m.n_layer}, {"n_head", m.n_head}, {"d_model", m.d_model}, {"block_size", m.block_size},
            {"vocab_size", m.vocab_size}, {"rotary_fraction", m.rotary_fraction}, {"rotary_base", m.rotary_base},
-           {"parallel_residual", m.parallel_residual}, {"untied_head", m.untied_head}, {"gelu", m.gelu},
+           {"parallel_residual", m.parallel_residual}, {"untied_head", m.untied_head}, {"gelu", to_string(m.gelu)},
            {"layer_norm_eps", kLayerNormEps}, {"tie_word_embeddings", false}};
       break;
     }

@@ -25,14 +25,10 @@ json provenance(const LoadedModel& loaded) {
   json p = {{"arm", loaded.model_config.arm}, {"step", loaded.step},
             {"source", loaded.source.empty() ? "" : fs::absolute(loaded.source).string()}, {"attnlab_version", version()},
             {"attnlab_revision", git_revision()}};
-  const bool has_config = loaded.config.is_object();  // a lone model.safetensors may carry none
-  p["seed"] = has_config ? loaded.config.value("seed", json()) : json();
-  p["tier"] = has_config ? loaded.config.value("tier", json()) : json();
-  try {
-    p["config_hash"] = config_hash(run_config_from_json(loaded.config));
-  } catch (const std::exception&) {  // no full run config to hash
-    p["config_hash"] = nullptr;
-  }
+  const auto& cfg = loaded.config;  // a lone model.safetensors may carry none
+  p["seed"] = cfg ? json(cfg->seed) : json();
+  p["tier"] = cfg ? json(cfg->tier) : json();
+  p["config_hash"] = cfg ? json(config_hash(*cfg)) : json();
   return p;
 }
 

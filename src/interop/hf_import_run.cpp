@@ -131,7 +131,8 @@ HfImportResult import_hf(const fs::path& source, const fs::path& run_dir, const 
   result.model = common_architecture(revisions);
   const RunConfig cfg = imported_run_config(result.model, run_dir, revisions.back().step, options.overrides);
   require_new_directory(run_dir);
-  RunDir(run_dir).claim(cfg, /*must_be_new=*/true);
+  // Held until every checkpoint is written, so no trainer or second import writes the directory meanwhile.
+  const RunWriter writer = RunDir(run_dir).claim(cfg, /*must_be_new=*/true);
   try {
     for (const auto& r : revisions) {
       HfModel hf = read_hf_model(r.dir);
@@ -139,12 +140,12 @@ HfImportResult import_hf(const fs::path& source, const fs::path& run_dir, const 
       TrainState state;
       state.step = r.step;
       state.data_position = r.step;
-      state.config = to_json(cfg);
-      state.extra["imported_from"] = {{"path", fs::absolute(r.dir).string()}, {"model_type", hf.model_type},
-                                      {"hf_config", hf.hf_config}};
-      save_weights_checkpoint(run_dir, *hf.model, state);
+      state.config = cfg;
+      state.trainer.imported_from = ImportRecord{fs::absolute(r.dir).string(), hf.model_type, hf.hf_config};
+      writer.save_weights_checkpoint(*hf.model, state);
       spdlog::info("imported {} as step {}", r.dir.string(), r.step);
       result.steps.push_back(r.step);
+      if (options.after_save) options.after_save(r.step);
     }
   } catch (...) {
     detail::remove_tree(run_dir);  // it was new (or empty): nothing of anyone else's is lost

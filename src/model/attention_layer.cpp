@@ -10,16 +10,9 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& cfg, const A
   c_attn = register_module("c_attn", torch::nn::Linear(cfg.d_model, 3 * cfg.d_model));
   c_proj = register_module("c_proj", torch::nn::Linear(cfg.d_model, cfg.d_model));
   for (const auto& p : attention_params(arm, cfg.n_head, cfg.head_dim())) {
-    register_parameter(p.name, torch::full(p.shape, p.init_value));
+    at::Tensor& param = register_parameter(p.name, torch::full(p.shape, p.init_value));
+    arm_param_slot(params_, p.name) = param;
   }
-}
-
-ArmLayerParams CausalSelfAttentionImpl::arm_params() const {
-  auto find = [this](const char* name) {
-    const auto* p = named_parameters(/*recurse=*/false).find(name);
-    return p ? *p : at::Tensor();
-  };
-  return {find("sink_logit"), find("gate_tau"), find("gate_w"), find("gate_c")};
 }
 
 at::Tensor CausalSelfAttentionImpl::forward(const at::Tensor& x, int64_t layer,
@@ -35,7 +28,7 @@ at::Tensor CausalSelfAttentionImpl::forward(const at::Tensor& x, int64_t layer,
   }
   if (hooks && hooks->edit_values) v = hooks->edit_values(layer, v);
 
-  const auto params = arm_params();
+  const auto& params = params_;
   PreparedKeys keys = prepare_keys(arm_, params, k, v, hooks && hooks->read_norms, backend);
   if (cache) {
     if (cache->k.defined()) {
@@ -59,7 +52,7 @@ at::Tensor CausalSelfAttentionImpl::forward(const at::Tensor& x, int64_t layer,
   return c_proj(y);
 }
 
-MLPImpl::MLPImpl(int64_t d_model, const std::string& gelu) : gelu_approximate_(gelu == "erf" ? "none" : "tanh") {
+MLPImpl::MLPImpl(int64_t d_model, GeluKind gelu) : gelu_approximate_(gelu == GeluKind::erf ? "none" : "tanh") {
   c_fc = register_module("c_fc", torch::nn::Linear(d_model, 4 * d_model));
   c_proj = register_module("c_proj", torch::nn::Linear(4 * d_model, d_model));
 }

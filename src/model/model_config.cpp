@@ -29,12 +29,21 @@ void validate_architecture_options(const ModelConfig& cfg) {
   if (!(cfg.rotary_base > 0.0)) {
     throw std::invalid_argument("model.rotary_base must be positive, got " + std::to_string(cfg.rotary_base));
   }
-  if (cfg.gelu != "tanh" && cfg.gelu != "erf") {
-    throw std::invalid_argument("model.gelu must be tanh or erf, got '" + cfg.gelu + "'");
+  if (!name_table<GeluKind>().has(cfg.gelu)) {  // only a value cast from an integer
+    throw std::invalid_argument("model.gelu: " + std::to_string(static_cast<int>(cfg.gelu)) + " is not one of " +
+                                name_table<GeluKind>().valid_names());
   }
 }
 
 }  // namespace
+
+template <>
+const NameTable<GeluKind>& name_table<GeluKind>() {
+  static const NameTable<GeluKind> table("GELU", {{GeluKind::tanh, "tanh"}, {GeluKind::erf, "erf"}});
+  return table;
+}
+
+std::string to_string(GeluKind gelu) { return name_table<GeluKind>().name(gelu); }
 
 int64_t ModelConfig::rotary_dims() const {
   return static_cast<int64_t>(static_cast<double>(head_dim()) * rotary_fraction);

@@ -44,10 +44,10 @@ void check_inject_options(const GPTImpl& model, const InjectOptions& o) {
                                 "routing_gate: projection); arm '" + model.arm().name + "' has " +
                                 (model.arm().gate == GateKind::none ? "no gate" : "a " + to_string(model.arm().gate) + " gate"));
   if (std::set<int64_t>(o.layers.begin(), o.layers.end()).size() != o.layers.size())
-    throw std::invalid_argument("--layers names a layer twice");
+    throw std::invalid_argument("--blocks names a block twice");
   for (int64_t l : o.layers)
     if (l < 0 || l >= model.config().n_layer)
-      throw std::invalid_argument("layer " + std::to_string(l) + " out of range: the model has layers 0.." +
+      throw std::invalid_argument("--blocks: block " + std::to_string(l) + " out of range: the model has blocks 0.." +
                                   std::to_string(model.config().n_layer - 1));
   if (o.eps.empty()) throw std::invalid_argument("no eps given: pass e.g. --eps 0.2,0.4,0.8,1.6");
   for (double e : o.eps)

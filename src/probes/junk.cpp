@@ -49,21 +49,17 @@ at::Tensor gate_directions(const at::Tensor& gate_w, const at::Tensor& v) {
 
 }  // namespace
 
-JunkKind parse_junk_kind(const std::string& name) {
-  if (name == "structured") return JunkKind::structured;
-  if (name == "gaussian") return JunkKind::gaussian;
-  if (name == "gate_direction") return JunkKind::gate_direction;
-  throw std::invalid_argument("unknown junk kind '" + name + "'; valid: structured, gaussian, gate_direction");
+template <>
+const NameTable<JunkKind>& name_table<JunkKind>() {
+  static const NameTable<JunkKind> table("junk kind", {{JunkKind::structured, "structured"},
+                                                       {JunkKind::gaussian, "gaussian"},
+                                                       {JunkKind::gate_direction, "gate_direction"}});
+  return table;
 }
 
-std::string to_string(JunkKind kind) {
-  switch (kind) {
-    case JunkKind::structured: return "structured";
-    case JunkKind::gaussian: return "gaussian";
-    case JunkKind::gate_direction: return "gate_direction";
-  }
-  return "?";
-}
+JunkKind parse_junk_kind(const std::string& name) { return name_table<JunkKind>().parse(name); }
+
+std::string to_string(JunkKind kind) { return name_table<JunkKind>().name(kind); }
 
 JunkDraws draw_junk(JunkKind kind, uint64_t seed, int64_t layer, int64_t batch_index, int64_t B, int64_t H, int64_t T,
                     int64_t d) {

@@ -133,8 +133,8 @@ json to_json(const InjectOptions& o) {
 InjectOptions inject_options_from_json(const json& j) {
   const std::string w = "options";
   InjectOptions o;
-  o.kind = parse_junk_kind(json_field<std::string>(j, "kind", w));
-  o.cutoff = parse_quiet_cutoff(json_field<std::string>(j, "cutoff", w));
+  o.kind = json_name_field<JunkKind>(j, "kind", w);
+  o.cutoff = json_name_field<QuietCutoff>(j, "cutoff", w);
   o.eps = json_field<std::vector<double>>(j, "eps", w);
   o.layers = json_field<std::vector<int64_t>>(j, "layers", w);
   o.per_layer = json_field<bool>(j, "per_layer", w);

@@ -51,13 +51,15 @@ void add_per_query(const at::Tensor& values, HeadMeans& means) {  // values (H, 
 
 }  // namespace
 
-QuietCutoff parse_quiet_cutoff(const std::string& name) {
-  if (name == "median") return QuietCutoff::median;
-  if (name == "p25") return QuietCutoff::p25;
-  throw std::invalid_argument("unknown quiet-read cutoff '" + name + "'; valid: median, p25");
+template <>
+const NameTable<QuietCutoff>& name_table<QuietCutoff>() {
+  static const NameTable<QuietCutoff> table("quiet-read cutoff", {{QuietCutoff::median, "median"}, {QuietCutoff::p25, "p25"}});
+  return table;
 }
 
-std::string to_string(QuietCutoff cutoff) { return cutoff == QuietCutoff::median ? "median" : "p25"; }
+QuietCutoff parse_quiet_cutoff(const std::string& name) { return name_table<QuietCutoff>().parse(name); }
+
+std::string to_string(QuietCutoff cutoff) { return name_table<QuietCutoff>().name(cutoff); }
 
 at::Tensor read_norm_cutoff(const at::Tensor& read_norm, QuietCutoff cutoff) {
   if (!read_norm.defined() || read_norm.dim() != 3)

@@ -1,5 +1,5 @@
-// SPEC section 3's paired differences, and the rule that forms a pair: same tier (the caller's
-// group), same seed, same validation data, every run finished.
+// SPEC section 3's paired differences, the rule that forms a pair (same tier: the caller's group;
+// same seed, same validation data, every run finished), and Holm's adjustment over one group's table.
 #include <fmt/format.h>
 
 #include <map>
@@ -52,7 +52,7 @@ const std::vector<Contrast>& spec_contrasts() {
 }
 
 DifferenceResult pair_contrast(const Contrast& contrast, const std::vector<const RunRecord*>& runs) {
-  DifferenceResult result{contrast, {}, {}, {}, std::nullopt};
+  DifferenceResult result{contrast, {}, {}, {}, std::nullopt, {}, std::nullopt};
   std::set<uint64_t> seeds;
   for (const auto* r : runs) seeds.insert(r->seed);
   std::vector<double> values;
@@ -82,7 +82,15 @@ DifferenceResult pair_contrast(const Contrast& contrast, const std::vector<const
     values.push_back(value);
   }
   result.stats = summarize(values);
+  result.tests = paired_tests(values, result.stats);
   return result;
+}
+
+void adjust_family(std::vector<DifferenceResult>& differences) {
+  std::vector<std::optional<double>> p;
+  for (const auto& d : differences) p.push_back(d.tests.t ? d.tests.t->p_value : std::nullopt);
+  const auto adjusted = holm_adjust(p);
+  for (size_t i = 0; i < differences.size(); ++i) differences[i].p_holm = adjusted[i];
 }
 
 }  // namespace attnlab

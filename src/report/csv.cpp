@@ -15,19 +15,30 @@ std::vector<std::string> stats_cells(const SampleStats& s) {
   return {std::to_string(s.n), number(s.mean), s.sd ? number(*s.sd) : "", std::to_string(s.same_sign)};
 }
 
-// ci95_low, ci95_high, p_value, seeds_needed of a difference (paired_stats.h); empty where none.
-const std::vector<std::string> kTestColumns = {"ci95_low", "ci95_high", "p_value", "seeds_needed"};
-std::vector<std::string> test_cells(const SampleStats& s) {
-  const auto t = paired_t_test(s);
-  if (!t) return {"", "", "", ""};
-  return {number(t->ci_low), number(t->ci_high), t->p_value ? number(*t->p_value) : "",
-          t->seeds_needed ? std::to_string(*t->seeds_needed) : ""};
+// The test columns of a difference (paired_stats.h, report.h); empty where none.
+const std::vector<std::string> kTestColumns = {"ci95_low",        "ci95_high",   "p_value",    "seeds_needed", "p_value_holm",
+                                               "seeds_for_power", "p_sign_flip", "p_wilcoxon", "exact_p_floor"};
+std::vector<std::string> test_cells(const DifferenceResult& d) {
+  auto p = [](const std::optional<double>& v) { return v ? number(*v) : std::string(); };
+  auto seeds = [](const std::optional<int64_t>& v) { return v ? std::to_string(*v) : std::string(); };
+  const auto& t = d.tests.t;
+  const auto& flip = d.tests.sign_flip;
+  const auto& wilcoxon = d.tests.wilcoxon;
+  return {t ? number(t->ci_low) : "",
+          t ? number(t->ci_high) : "",
+          t ? p(t->p_value) : "",
+          t ? seeds(t->seeds_needed) : "",
+          p(d.p_holm),
+          t ? seeds(t->seeds_for_power) : "",
+          flip ? number(flip->p_value) : "",
+          wilcoxon ? number(wilcoxon->p_value) : "",
+          p(d.tests.exact_p_floor)};
 }
 
-// A difference row: the stats, then the paired t columns.
-void add_difference_cells(std::vector<std::string>& row, const SampleStats& s) {
-  for (const auto& c : stats_cells(s)) row.push_back(c);
-  for (const auto& c : test_cells(s)) row.push_back(c);
+// A difference row: the stats, then the test columns.
+void add_difference_cells(std::vector<std::string>& row, const DifferenceResult& d) {
+  for (const auto& c : stats_cells(d.stats)) row.push_back(c);
+  for (const auto& c : test_cells(d)) row.push_back(c);
 }
 
 std::string paper_cell(const std::optional<PaperFigure>& p) {
@@ -69,7 +80,7 @@ std::string differences_csv(const SweepReport& r) {
     for (const auto& d : g.differences) {
       if (!report_format::in_sweep(g, d)) continue;
       std::vector<std::string> row = {g.tier, g.variant, d.contrast.id, d.contrast.quantity, d.contrast.definition};
-      add_difference_cells(row, d.stats);
+      add_difference_cells(row, d);
       if (r.compare_paper) row.push_back(paper_cell(d.paper));
       t.row(row);
     }
@@ -99,7 +110,7 @@ std::string paper_table_csv(const SweepReport& r) {
       if (d.contrast.id != "zero_option" && d.contrast.id != "filtering_norm" && d.contrast.id != "filtering_proj") continue;
       if (!report_format::in_sweep(g, d)) continue;
       std::vector<std::string> row = {g.variant, d.contrast.id, g.tier};
-      add_difference_cells(row, d.stats);
+      add_difference_cells(row, d);
       if (r.compare_paper) row.push_back(paper_cell(d.paper));
       t.row(row);
     }

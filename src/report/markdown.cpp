@@ -73,22 +73,33 @@ void not_in_sweep_line(std::ostream& out, const GroupReport& g) {
   out << "Not in this sweep: " << join(quantities) << " (no run of " << join(arms) << ").\n\n";
 }
 
+void table_row(std::ostream& out, const std::string& label, const std::vector<std::string>& cells) {
+  out << "| " << label << " |";
+  for (const auto& c : cells) out << " " << c << " |";
+  out << "\n";
+}
+
 void difference_table(std::ostream& out, const SweepReport& r, const GroupReport& g) {
   out << "### Paired differences (nats; positive: the arm subtracted is better)\n\n"
-      << "| quantity | definition | mean | sd | 95% CI | p | same sign | n | seeds for CI to exclude 0 |"
-      << (r.compare_paper ? " paper |" : "") << "\n|---|---|---:|---:|---:|---:|---:|---:|---:|"
+      << "| quantity | definition | mean | sd | 95% CI | p (t) | p Holm | p sign-flip | p Wilcoxon | same sign | n "
+         "| seeds for CI to exclude 0 | seeds for 80% power |"
+      << (r.compare_paper ? " paper |" : "") << "\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
       << (r.compare_paper ? "---:|" : "") << "\n";
   std::vector<std::string> notes;
   for (const auto& d : g.differences) {
     if (!rf::in_sweep(g, d)) continue;
     const auto& s = d.stats;
-    const auto test = rf::test_cells(s);
-    out << "| " << d.contrast.quantity << " | " << d.contrast.definition << " | "
-        << (s.n ? rf::diff(s.mean) : "no pairs: " + reasons(d)) << " | " << (s.n ? rf::sd(s) : "-") << " | "
-        << (s.n ? test.interval : "-") << " | " << (s.n ? test.p : "-") << " | " << (s.n ? rf::same_sign(s) : "-")
-        << " | " << s.n << " | " << (s.n ? test.seeds : "-") << " |";
-    if (r.compare_paper) out << " " << (d.paper ? rf::paper(*d.paper) : "") << " |";
-    out << "\n";
+    const auto test = rf::test_cells(d);
+    auto measured = [&](const std::string& c) { return s.n ? c : "-"; };  // no pairs: nothing measured
+    std::vector<std::string> cells = {d.contrast.definition, s.n ? rf::diff(s.mean) : "no pairs: " + reasons(d)};
+    for (const auto& c : {rf::sd(s), test.interval, test.p, test.p_holm, test.p_sign_flip, test.p_wilcoxon,
+                          rf::same_sign(s)})
+      cells.push_back(measured(c));
+    cells.push_back(std::to_string(s.n));
+    cells.push_back(measured(test.seeds));
+    cells.push_back(measured(test.seeds_for_power));
+    if (r.compare_paper) cells.push_back(d.paper ? rf::paper(*d.paper) : "");
+    table_row(out, d.contrast.quantity, cells);
     if (s.n > 0)
       for (const auto& skip : d.skipped)
         notes.push_back(fmt::format("{}: seed {} not paired ({})", d.contrast.quantity, skip.seed, skip.reason));
@@ -109,12 +120,6 @@ const ArmResult* find_arm(const GroupReport& g, const std::string& arm) {
   for (const auto& a : g.arms)
     if (a.arm == arm) return &a;
   return nullptr;
-}
-
-void table_row(std::ostream& out, const std::string& label, const std::vector<std::string>& cells) {
-  out << "| " << label << " |";
-  for (const auto& c : cells) out << " " << c << " |";
-  out << "\n";
 }
 
 // paper_figures.md's "Paired increments" layout: quantities down, tiers across; with
@@ -145,7 +150,7 @@ void paper_layout_table(std::ostream& out, const SweepReport& r, const std::stri
     for (const auto& t : tiers) {
       const auto* g = group_of(t);
       const auto* d = g ? find_difference(*g, id) : nullptr;
-      ours.push_back(!d ? "" : rf::in_sweep(*g, *d) ? rf::difference_cell(d->stats) : "not in this sweep");
+      ours.push_back(!d ? "" : rf::in_sweep(*g, *d) ? rf::difference_cell(*d) : "not in this sweep");
       const auto p = paper_difference(id, t);
       paper.push_back(p ? rf::paper(*p) : "");
     }
@@ -182,10 +187,16 @@ void unfinished_list(std::ostream& out, const SweepReport& r) {
 std::string report_markdown(const SweepReport& r) {
   std::ostringstream out;
   out << "# attnlab report: " << r.sweep_dir.string() << "\n\n" << run_summary(r) << "\n"
-      << "sd: sample standard deviation over seeds (n - 1); 95% CI and p: paired t test of mean 0 (Student's t, "
-         "n - 1 degrees of freedom; n/a for one seed); seeds for CI to exclude 0: how many seeds an interval at "
-         "this sd would need to exclude 0; same sign: seeds whose difference has the sign of the mean; a pair "
-         "needs two finished runs with the same tier, seed and validation data.\n\n";
+      << "sd: sample standard deviation over seeds (n - 1); 95% CI and p (t): paired t test of mean 0 (Student's t, "
+         "n - 1 degrees of freedom; n/a for one seed); p Holm: p (t) adjusted by Holm's method over the rows of its "
+         "table that have one; p sign-flip: exact permutation test over the 2^n signs of the differences; p "
+         "Wilcoxon: signed-rank test (zeros dropped, midranks for ties; exact up to 50 seeds); both exact tests are "
+         "n/a below 3 non-zero differences and cannot go below 2^(1-n) (0.25 at n = 3, 0.125 at 4, 0.0625 at 5), "
+         "marked (floor) when they reach it; seeds for CI to exclude 0: how many seeds an interval at this sd would "
+         "need to exclude 0; seeds for 80% power: how many a two-sided paired t test at level 0.05 would need to "
+         "detect this mean at this sd 8 times in 10 (noncentral t); same sign: seeds whose difference has the sign "
+         "of the mean; a pair needs two finished runs with the same tier, seed and validation data. docs/sweeps.md "
+         "defines every column.\n\n";
   std::vector<std::string> variants;
   for (const auto& g : r.groups) {
     out << "## " << rf::group_title(g) << "\n\n";

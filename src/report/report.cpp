@@ -60,6 +60,7 @@ GroupReport group_report(const SweepReport& report, const std::string& tier, con
     group.differences.push_back(pair_contrast(contrast, runs));
     if (report.compare_paper) group.differences.back().paper = paper_difference(contrast.id, tier);
   }
+  adjust_family(group.differences);
   group.best_arm = best_arm(group.arms);
   return group;
 }

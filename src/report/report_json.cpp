@@ -15,15 +15,38 @@ nlohmann::json stats_json(const SampleStats& s) {
           {"same_sign", s.same_sign}};
 }
 
-// The paired t analysis (paired_stats.h); every member null for one seed.
-nlohmann::json paired_t_json(const SampleStats& s) {
-  const auto t = paired_t_test(s);
+// The paired t analysis (paired_stats.h) with its Holm adjustment (report.h); every member null for
+// one seed.
+nlohmann::json paired_t_json(const DifferenceResult& d) {
+  const auto& t = d.tests.t;
   auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
   return {{"confidence", 0.95},
           {"df", t ? nlohmann::json(t->df) : nlohmann::json()},
           {"ci", t ? nlohmann::json::array({t->ci_low, t->ci_high}) : nlohmann::json()},
           {"p_value", t ? opt(t->p_value) : nlohmann::json()},
-          {"seeds_needed", t ? opt(t->seeds_needed) : nlohmann::json()}};
+          {"p_value_holm", opt(d.p_holm)},
+          {"seeds_needed", t ? opt(t->seeds_needed) : nlohmann::json()},
+          {"seeds_for_power", t ? opt(t->seeds_for_power) : nlohmann::json()},
+          {"power", kPowerTarget},
+          {"power_alpha", kPowerAlpha}};
+}
+
+// The exact tests (paired_stats.h): p_value null below 3 non-zero differences (and, for the
+// sign-flip test, above kMaxSignFlipValues); p_floor, the smallest p they can give, null for none.
+nlohmann::json sign_flip_json(const PairedTests& t) {
+  const auto& s = t.sign_flip;
+  return {{"p_value", s ? nlohmann::json(s->p_value) : nlohmann::json()},
+          {"assignments", s ? nlohmann::json(s->assignments) : nlohmann::json()},
+          {"p_floor", json_number(t.exact_p_floor)}};
+}
+nlohmann::json wilcoxon_json(const PairedTests& t) {
+  const auto& w = t.wilcoxon;
+  return {{"p_value", w ? nlohmann::json(w->p_value) : nlohmann::json()},
+          {"method", w ? nlohmann::json(w->exact ? "exact" : "normal") : nlohmann::json()},
+          {"r_plus", w ? nlohmann::json(w->r_plus) : nlohmann::json()},
+          {"nonzero", w ? nlohmann::json(w->nonzero) : nlohmann::json()},
+          {"zero_method", "wilcox"},
+          {"p_floor", json_number(t.exact_p_floor)}};
 }
 
 nlohmann::json paper_json(const std::optional<PaperFigure>& p) {
@@ -63,9 +86,17 @@ nlohmann::json difference_json(const DifferenceResult& d) {
   for (const auto& [arm, coef] : d.contrast.terms) terms[arm] = coef;
   nlohmann::json skipped = nlohmann::json::array();
   for (const auto& s : d.skipped) skipped.push_back({{"seed", s.seed}, {"reason", s.reason}});
-  return {{"id", d.contrast.id},         {"quantity", d.contrast.quantity}, {"definition", d.contrast.definition},
-          {"terms", terms},              {"stats", stats_json(d.stats)},     {"paired_t", paired_t_json(d.stats)},
-          {"pairs", seed_values(d.pairs)}, {"skipped", skipped},            {"paper", paper_json(d.paper)}};
+  return {{"id", d.contrast.id},
+          {"quantity", d.contrast.quantity},
+          {"definition", d.contrast.definition},
+          {"terms", terms},
+          {"stats", stats_json(d.stats)},
+          {"paired_t", paired_t_json(d)},
+          {"sign_flip", sign_flip_json(d.tests)},
+          {"wilcoxon", wilcoxon_json(d.tests)},
+          {"pairs", seed_values(d.pairs)},
+          {"skipped", skipped},
+          {"paper", paper_json(d.paper)}};
 }
 
 nlohmann::json group_json(const GroupReport& g) {
@@ -74,10 +105,12 @@ nlohmann::json group_json(const GroupReport& g) {
   for (const auto& a : g.arms)
     arms.push_back({{"arm", a.arm}, {"stats", stats_json(a.stats)}, {"seeds", seed_values(a.seeds)},
                     {"paper", paper_json(a.paper)}});
+  nlohmann::json holm = nlohmann::json::array();  // the ids of the family p_value_holm adjusts over
   for (const auto& d : g.differences) {
     const auto missing = report_format::arms_not_in(g, d.contrast);
     if (missing.empty()) diffs.push_back(difference_json(d));
     else absent.push_back({{"id", d.contrast.id}, {"quantity", d.contrast.quantity}, {"missing_arms", missing}});
+    if (d.p_holm) holm.push_back(d.contrast.id);
   }
   for (size_t i : g.runs) runs.push_back(i);
   return {{"tier", g.tier},
@@ -85,6 +118,7 @@ nlohmann::json group_json(const GroupReport& g) {
           {"arms", arms},
           {"best_arm", g.best_arm ? nlohmann::json(*g.best_arm) : nlohmann::json()},
           {"differences", diffs},
+          {"holm_family", holm},
           {"not_in_sweep", absent},
           {"runs", runs}};  // indices into the top-level "runs"
 }

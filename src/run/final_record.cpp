@@ -73,7 +73,7 @@ nlohmann::json to_json(const FinalRecord& r) {
       {"time_s", {{"data", t.data}, {"compute", t.compute}, {"eval", t.eval}, {"checkpoint", t.checkpoint},
                   {"log", t.log}, {"track", t.track}}},
   };
-  if (r.parent) j["parent"] = {{"checkpoint", r.parent->checkpoint}, {"step", r.parent->step}};
+  if (r.parent) j["parent"] = to_json(*r.parent);
   return j;
 }
 

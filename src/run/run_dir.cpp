@@ -46,8 +46,14 @@ std::vector<std::string> resume_incompatible_keys(const RunConfig& stored, const
 
 RunDir::RunDir(fs::path dir) : dir_(std::move(dir)) {}
 
+bool RunDir::is_run(const fs::path& path) {
+  const RunDir run(path);
+  std::error_code ec;
+  return fs::exists(run.config_file(), ec) || fs::is_directory(run.checkpoints_path(), ec);
+}
+
 std::optional<RunDir> RunDir::containing(const fs::path& path) {
-  if (fs::exists(path / "config.yaml") || fs::is_directory(checkpoints_dir(path))) return RunDir(path);
+  if (is_run(path)) return RunDir(path);
   for (fs::path p = path; p.has_parent_path() && p != p.parent_path(); p = p.parent_path())
     if (p.filename() == "checkpoints") return RunDir(p.parent_path());
   return std::nullopt;
@@ -90,12 +96,13 @@ std::optional<FinalRecord> RunDir::final_record() const {
   const fs::path file = final_file();
   if (!fs::exists(file)) return std::nullopt;
   try {
-    detail::require_regular_file(file);  // a FIFO would block the read, a directory fail it
+    // A FIFO or a directory is refused by what it is; deep nesting and numbers beyond a double too.
+    const std::string text = detail::read_regular_file(file, detail::kJsonMaxBytes);
     nlohmann::json j;
     try {
-      j = detail::read_json_file(file);  // deep nesting and numbers beyond a double too
-    } catch (const FileError& e) {
-      throw FileError(file, "is not valid JSON (cut short?): " + e.problem());
+      j = detail::parse_json(text);
+    } catch (const detail::JsonError& e) {
+      throw FileError(file, std::string("is not valid JSON (cut short?): ") + e.what());
     }
     return final_record_from_json(j, file);
   } catch (const FileError& e) {
@@ -118,7 +125,19 @@ std::optional<RunHolder> RunDir::holder() const {
   return RunHolder{held->pid, held->host};
 }
 
-std::vector<CheckpointInfo> RunDir::checkpoints() const { return list_checkpoints(dir_); }
+std::vector<CheckpointInfo> RunDir::checkpoints() const { return list_checkpoints(checkpoints_path()); }
+
+std::optional<LoadedCheckpoint> RunDir::latest_checkpoint(std::vector<std::string>* warnings, bool with_optimizer,
+                                                          const CheckpointCheck& check) const {
+  return load_latest(checkpoints_path(), warnings, with_optimizer, check);
+}
+
+LoadedModel RunDir::latest_model(std::vector<std::string>* warnings) const {
+  std::optional<LoadedModel> out;  // built inside the check, so a checkpoint whose weights do not fit is skipped
+  latest_checkpoint(warnings, /*with_optimizer=*/false, [&](const LoadedCheckpoint& c) { out = load_model(c); });
+  if (!out) throw CheckpointError(dir_, "run directory has no checkpoint");
+  return std::move(*out);
+}
 
 MetricsHistory RunDir::metrics() const {
   return fs::exists(metrics_file()) ? read_metrics(metrics_file()) : MetricsHistory{};
@@ -167,6 +186,15 @@ void RunWriter::write_final(const FinalRecord& record) const {
 }
 
 MetricsLog RunWriter::open_metrics(int64_t resume_step) const { return MetricsLog(dir_.metrics_file(), resume_step); }
+
+fs::path RunWriter::save_checkpoint(const GPTImpl& model, const torch::optim::AdamW& opt, const TrainState& state,
+                                    const RetentionPolicy& policy) const {
+  return attnlab::save_checkpoint(dir_.checkpoints_path(), model, opt, state, policy);
+}
+
+fs::path RunWriter::save_weights_checkpoint(const GPTImpl& model, const TrainState& state) const {
+  return attnlab::save_weights_checkpoint(dir_.checkpoints_path(), model, state);
+}
 
 std::vector<fs::path> find_run_dirs(const fs::path& root) {
   if (RunDir(root).claimed()) return {root};

@@ -15,6 +15,7 @@
 #include "attnlab/file_error.h"
 #include "common/durable_file.h"
 #include "common/input_file.h"
+#include "common/json_field.h"
 #include "common/json_read.h"
 
 namespace attnlab {
@@ -40,7 +41,41 @@ TrackedActivations tracked_from_json(const nlohmann::json& j, const fs::path& or
   }
 }
 
+ScheduleChange schedule_change_from_json(const nlohmann::json& j, const fs::path& origin) {
+  try {
+    const std::string w;
+    return {json_field<int64_t>(j, "step", w), json_field<int64_t>(j, "total_steps_before", w),
+            json_field<int64_t>(j, "total_steps", w), json_field<double>(j, "next_lr_before", w),
+            json_field<double>(j, "next_lr", w)};
+  } catch (const std::invalid_argument& e) {
+    throw FileError(origin, std::string("a schedule_change record ") + e.what());
+  }
+}
+
+nlohmann::json optional_number(const std::optional<double>& x) { return x ? nlohmann::json(*x) : nlohmann::json(); }
+
 }  // namespace
+
+nlohmann::json to_json(const StepRecord& r) {
+  nlohmann::json j = {{"step", r.step},         {"tokens", r.tokens},       {"train_loss", r.train_loss},
+                      {"val_loss", optional_number(r.val_loss)},          {"lr", r.lr},
+                      {"grad_norm", r.grad_norm}, {"tokens_per_s", r.tokens_per_s}, {"elapsed_s", r.elapsed_s}};
+  if (r.mfu) j["mfu"] = *r.mfu;
+  return j;
+}
+
+nlohmann::json to_json(const ScheduleChange& c) {
+  return {{"type", "schedule_change"},        {"step", c.step},       {"total_steps_before", c.total_steps_before},
+          {"total_steps", c.total_steps}, {"next_lr_before", c.next_lr_before}, {"next_lr", c.next_lr}};
+}
+
+nlohmann::json to_json(const ActivationRecord& r) {
+  return {{"type", "activations"},
+          {"step", r.step},
+          {"probe_sequences", r.probe_sequences},
+          {"massive", {{"min_max", r.massive.min_max}, {"min_ratio", r.massive.min_ratio}}},
+          {"layers", layers_json(r.capture)}};
+}
 
 MetricsHistory read_metrics(const fs::path& metrics_jsonl) {
   detail::require_regular_file(metrics_jsonl);  // a FIFO would block the open, a directory fail each read
@@ -50,10 +85,16 @@ MetricsHistory read_metrics(const fs::path& metrics_jsonl) {
   for (std::string line; std::getline(in, line);) {
     const auto j = detail::parse_json_or_discarded(line);
     if (j.is_discarded() || !j.is_object()) continue;
-    if (j.value("type", "") == "activations") {
+    const std::string type = j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>() : "";
+    if (type == "activations") {
       h.activations.push_back(tracked_from_json(j, metrics_jsonl));
       continue;
     }
+    if (type == "schedule_change") {
+      h.schedule_changes.push_back(schedule_change_from_json(j, metrics_jsonl));
+      continue;
+    }
+    if (j.contains("type")) continue;  // a record of a later build: no step record
     const int64_t step = j.value("step", int64_t{0}), tokens = j.value("tokens", int64_t{0});
     if (j.value("val_loss", nlohmann::json()).is_number()) h.validation.push_back({step, tokens, j["val_loss"].get<double>()});
     if (j.value("train_loss", nlohmann::json()).is_number()) h.training.push_back({step, tokens, j["train_loss"].get<double>()});
@@ -134,7 +175,11 @@ int MetricsLog::try_append(const std::string& line) {
   return 0;
 }
 
-void MetricsLog::append(const nlohmann::json& record) {
+void MetricsLog::append(const StepRecord& record) { append_line(to_json(record), record.step); }
+void MetricsLog::append(const ScheduleChange& change) { append_line(to_json(change), change.step); }
+void MetricsLog::append(const ActivationRecord& record) { append_line(to_json(record), record.step); }
+
+void MetricsLog::append_line(const nlohmann::json& record, int64_t step) {
   const std::string line = (fragment_ ? "\n" : "") + record.dump() + "\n";
   auto wait = retry_.first_wait;
   for (int attempt = 1;; ++attempt) {
@@ -148,7 +193,7 @@ void MetricsLog::append(const nlohmann::json& record) {
       throw FileError(path_, fmt::format("cannot append the record of step {} ({} tries): {}. The {} bytes written "
                                          "before are intact, and so is the newest checkpoint; free the space (or fix "
                                          "the error) and run the same command to resume",
-                                         record.value("step", int64_t{-1}), attempt, std::strerror(err), size_));
+                                         step, attempt, std::strerror(err), size_));
     spdlog::warn("{}: cannot append ({}); trying again in {} ms", path_.string(), std::strerror(err), wait.count());
     retry_.wait(wait);
     wait *= 2;

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "attnlab/device.h"
+#include "attnlab/run_dir.h"
 #include "attnlab/shards.h"
 #include "attnlab/version.h"
 #include "common/json_field.h"
@@ -65,7 +66,53 @@ void choose_tokens(TrainedRun& run, std::shared_ptr<const ShardSet> val, const T
   run.batches = split(run.validation->sequences(0, p.sequences), choice.batch_size);
 }
 
+// The tokenizer.json beside the shards `pattern` names: in its directory, read whether or not the
+// shards are here; a wildcard in the directory part is expanded (the shards must then be here).
+TokenizerInfo tokenizer_beside(const std::string& pattern) {
+  const fs::path dir = fs::path(pattern).parent_path();
+  const std::string name = dir.empty() ? "." : dir.string();
+  if (name.find_first_of("*?[") != std::string::npos) return tokenizer_for_pattern(pattern);
+  std::error_code ec;
+  if (!fs::is_directory(name, ec))
+    spdlog::warn("{}: no such directory here (the run's shards {}, relative to where it was trained), so no "
+                 "tokenizer.json is read from it",
+                 name, pattern);
+  return read_tokenizer_info(name);
+}
+
+TokenizerInfo gpt2_assumed(const std::string& dir) {
+  TokenizerInfo info;
+  info.tokenizer = "gpt2";
+  info.vocab_size = kGpt2VocabSize;
+  info.eot = kGpt2VocabSize - 1;  // <|endoftext|>, before every document of llm.c's shards
+  info.dir = dir;
+  info.assumed = true;
+  return info;
+}
+
 }  // namespace
+
+TokenizerInfo run_tokenizer(const std::optional<RunConfig>& config, int64_t vocab_size) {
+  TokenizerInfo found;  // unknown
+  if (config) {
+    for (const auto* pattern : {&config->data.train, &config->data.val}) {
+      if (pattern->empty()) continue;
+      auto info = tokenizer_beside(*pattern);
+      if (!info.assumed) return info;
+      if (found.dir.empty()) found = std::move(info);
+    }
+  }
+  return vocab_size == kGpt2VocabSize ? gpt2_assumed(found.dir) : found;
+}
+
+LoadedModel open_model(const fs::path& path) {
+  if (RunDir::is_run(path)) return RunDir(path).latest_model();
+  std::error_code ec;
+  if (fs::is_directory(path, ec) && !is_checkpoint_dir(path))
+    throw CheckpointError(path, "is neither a run directory (holding config.yaml or checkpoints/), a checkpoint "
+                                "directory nor a model.safetensors file");
+  return load_model(path);
+}
 
 nlohmann::json to_json(const Provenance& p) {
   auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
@@ -74,8 +121,7 @@ nlohmann::json to_json(const Provenance& p) {
           {"arm", p.arm},
           {"tier", opt(p.tier)},
           {"run_seed", opt(p.run_seed)},
-          {"parent", p.parent ? nlohmann::json({{"checkpoint", p.parent->checkpoint}, {"step", p.parent->step}})
-                              : nlohmann::json()},
+          {"parent", p.parent ? to_json(*p.parent) : nlohmann::json()},
           {"data", p.data},
           {"data_files", p.data_files},
           {"sequences", p.sequences},
@@ -128,16 +174,13 @@ TrainedRun open_trained(const fs::path& checkpoint, const OpenOptions& options) 
   if (choice.sequences <= 0 || choice.batch_size <= 0 || choice.tokens < 0)
     throw std::invalid_argument("--sequences, --batch-size and --tokens must be positive");
   TrainedRun run;
-  std::vector<std::string> warnings;
-  LoadedModel loaded = load_model(checkpoint, &warnings);
-  for (const auto& w : warnings) spdlog::warn("{}", w);
+  LoadedModel loaded = open_model(checkpoint);
   const std::string source = loaded.source.string();
   run.model = loaded.model;
   run.model_config = loaded.model_config;
-  if (!loaded.config.empty()) run.config = run_config_from_json(loaded.config);
+  run.config = loaded.config;
   if (options.with_optimizer) {
-    const bool has = fs::exists(loaded.source / "optimizer.safetensors");
-    if (has) {
+    if (has_optimizer_state(loaded.source)) {
       run.optimizer = load_checkpoint(loaded.source, /*with_optimizer=*/true);
       run.optimizer->weights.clear();  // the model holds them already
     } else {
@@ -150,9 +193,7 @@ TrainedRun open_trained(const fs::path& checkpoint, const OpenOptions& options) 
   p.step = loaded.step;
   p.arm = loaded.model_config.arm;
   if (run.config) p.tier = run.config->tier, p.run_seed = run.config->seed;
-  if (loaded.extra.contains("parent"))
-    p.parent = ParentRecord{loaded.extra["parent"].at("checkpoint").get<std::string>(),
-                            loaded.extra["parent"].at("step").get<int64_t>()};
+  p.parent = loaded.trainer.parent;
   if (options.with_optimizer) p.optimizer_state = run.optimizer.has_value();
   p.data = data_pattern(choice, run, source);
   p.length = sequence_length(choice, run, source);

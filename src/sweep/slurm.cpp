@@ -39,10 +39,10 @@ std::string header(const SweepSpec& spec, const Part& part, const SlurmLayout& l
       "#SBATCH --requeue\n"
       "#SBATCH --open-mode=append\n"
       "#SBATCH --cpus-per-task={}\n"
-      "#SBATCH --signal=B:USR1@300\n"
+      "#SBATCH --signal=B:USR1@{}\n"
       "#SBATCH --output={}/slurm-%A_%a.out\n",
       spec.name, spec.file.string(), part.first, part.script.string(), spec.name, part.count - 1,
-      spec.threads_per_run, logs.string());
+      spec.threads_per_run, spec.slurm_signal_margin, logs.string());
   if (layout.gpus_per_node > 0) {  // one srun task (rank) per GPU, each seeing its node's GPUs
     text += fmt::format("#SBATCH --nodes={}\n#SBATCH --ntasks-per-node={}\n#SBATCH --gpus-per-node={}\n", layout.nodes,
                         layout.gpus_per_node, layout.gpus_per_node);
@@ -76,18 +76,26 @@ srun --kill-on-bad-exit=1 bash -c \
   'RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID exec "$0" "$@"' "$ATTNLAB" "${ARGS[@]}" &
 )SH";
 
-// Slurm signals the batch shell (USR1 300 s before the time limit, TERM on preemption); the trainer
-// must get it to save a checkpoint, and an interrupted task puts itself back in the queue.
+// Slurm signals the batch shell: USR1 slurm_signal_margin seconds before the time limit (--signal),
+// TERM on scancel, on preemption and at the limit itself. Either way the trainer gets a TERM, saves a
+// checkpoint and exits; only a USR1 without a TERM puts the task back in the queue. A cancelled task
+// must stay cancelled, and a preempted one Slurm requeues itself (PreemptMode=REQUEUE).
 const char* kPrologue = R"SH(echo "[attnlab] $RUN (array task $SLURM_ARRAY_TASK_ID, restart ${SLURM_RESTART_COUNT:-0})"
-trap '[ -n "${pid:-}" ] && kill -TERM "$pid" 2>/dev/null' TERM USR1
+stop_trainer() { [ -n "${pid:-}" ] && kill -TERM "$pid" 2>/dev/null; }
+trap 'warned=1; stop_trainer' USR1
+trap 'terminated=1; stop_trainer' TERM
 )SH";
 const char* kBody = R"SH(pid=$!
 while kill -0 "$pid" 2>/dev/null; do wait "$pid" || true; done
 rc=0
 wait "$pid" || rc=$?
-if [ "$rc" -ge 128 ] && [ -n "${SLURM_ARRAY_JOB_ID:-}" ]; then
-  echo "[attnlab] $RUN interrupted (exit $rc); requeueing it to resume from its checkpoint"
-  scontrol requeue "${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}" || true
+task="${SLURM_ARRAY_JOB_ID:-}_${SLURM_ARRAY_TASK_ID}"
+if [ "$rc" -ge 128 ] && [ -n "${warned:-}" ] && [ -z "${terminated:-}" ] && [ -n "${SLURM_ARRAY_JOB_ID:-}" ] &&
+   scontrol show job "$task" 2>/dev/null | grep -q "JobState=RUNNING"; then
+  echo "[attnlab] $RUN stopped before its time limit (exit $rc); requeueing it to resume from its checkpoint"
+  scontrol requeue "$task" || true
+elif [ -n "${terminated:-}" ]; then
+  echo "[attnlab] $RUN stopped by SIGTERM (exit $rc: scancel, preemption or the time limit); not requeued by this script"
 fi
 exit "$rc"
 )SH";

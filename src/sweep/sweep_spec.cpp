@@ -2,6 +2,7 @@
 // arguments, which the run config parses exactly as it would from the command line.
 #include <set>
 
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include "attnlab/sweep.h"
@@ -11,7 +12,8 @@ namespace attnlab {
 namespace fs = std::filesystem;
 namespace {
 
-const std::set<std::string> kSweepKeys = {"name", "base", "tiers_dir", "out", "threads_per_run", "set", "grid", "slurm"};
+const std::set<std::string> kSweepKeys = {"name",  "base", "tiers_dir", "out",
+                                          "threads_per_run", "set", "grid", "slurm", "slurm_signal_margin"};
 
 // A node as the text `--set` would take: scalars verbatim, anything else in flow style.
 std::string yaml_text(const YAML::Node& node) {
@@ -80,6 +82,48 @@ void check_grid(const SweepSpec& spec) {
   }
 }
 
+// The `slurm:` options and the warning margin; a margin that leaves the task no time to train is
+// refused rather than making every allocation checkpoint, requeue and wait.
+void read_slurm(const YAML::Node& root, SweepSpec& spec) {
+  const std::string file = spec.file.string();
+  if (root["slurm"]) {
+    if (!root["slurm"].IsMap()) throw SweepError(file + ": slurm: expected a mapping of sbatch option: value");
+    for (const auto& kv : root["slurm"]) spec.slurm.emplace_back(kv.first.as<std::string>(), yaml_text(kv.second));
+  }
+  std::string limit_text;
+  for (const auto& [key, value] : spec.slurm) {
+    if (key == "signal")
+      throw SweepError(file + ": slurm: signal: the sweep sets --signal itself (USR1, which makes a task checkpoint and "
+                       "requeue); give slurm_signal_margin: <seconds> to choose when");
+    if (key == "time") {
+      try {
+        spec.time_limit_s = slurm_time_seconds(value);
+      } catch (const SweepError& e) {
+        throw SweepError(file + ": " + e.what());
+      }
+      limit_text = value;
+    }
+  }
+  spec.slurm_signal_margin = default_slurm_signal_margin(spec.time_limit_s);
+  if (const auto node = root["slurm_signal_margin"]) {
+    try {
+      spec.slurm_signal_margin = yaml_io::read_scalar<int64_t>(node, "slurm_signal_margin");
+    } catch (const ConfigError& e) {
+      throw SweepError(file + ": " + e.what());
+    }
+    if (spec.slurm_signal_margin < 1 || spec.slurm_signal_margin > 65535)  // sbatch's @sig_time is 16 bits
+      throw SweepError(fmt::format("{}: slurm_signal_margin: {} s is not between 1 and 65535 s", file,
+                                   spec.slurm_signal_margin));
+  }
+  if (spec.time_limit_s && *spec.time_limit_s - spec.slurm_signal_margin < kSlurmSignalSlackSeconds)
+    throw SweepError(fmt::format(
+        "{}: slurm_signal_margin {} s{} does not fit in slurm: time {} ({} s): Slurm may send the warning up to {} s "
+        "early, so a task could be told to checkpoint and requeue as soon as it starts. Leave at least {} s of the limit "
+        "before the margin: raise slurm: time, or lower slurm_signal_margin",
+        file, spec.slurm_signal_margin, root["slurm_signal_margin"] ? "" : " (the default: a tenth of the limit, 10 s to 300 s)",
+        limit_text, *spec.time_limit_s, kSlurmSignalSlackSeconds, kSlurmSignalSlackSeconds));
+}
+
 }  // namespace
 
 SweepSpec load_sweep(const fs::path& path) {
@@ -94,7 +138,7 @@ SweepSpec load_sweep(const fs::path& path) {
   for (const auto& kv : root)
     if (!kSweepKeys.count(kv.first.as<std::string>()))
       throw SweepError(file + ": " + kv.first.as<std::string>() + ": unknown key (known: name, base, tiers_dir, out, "
-                       "threads_per_run, set, grid, slurm)");
+                       "threads_per_run, set, grid, slurm, slurm_signal_margin)");
   for (const char* key : {"base", "out", "grid"})
     if (!root[key]) throw SweepError(file + ": " + key + ": required");
   if (!root["grid"].IsMap()) throw SweepError(file + ": grid: expected a mapping of key: [values]");
@@ -117,10 +161,7 @@ SweepSpec load_sweep(const fs::path& path) {
   }
   if (root["set"]) spec.set = read_set(root["set"], file);
   for (const auto& kv : root["grid"]) spec.grid.push_back(read_axis(kv.first.as<std::string>(), kv.second, file));
-  if (root["slurm"]) {
-    if (!root["slurm"].IsMap()) throw SweepError(file + ": slurm: expected a mapping of sbatch option: value");
-    for (const auto& kv : root["slurm"]) spec.slurm.emplace_back(kv.first.as<std::string>(), yaml_text(kv.second));
-  }
+  read_slurm(root, spec);
   check_grid(spec);
   return spec;
 }

@@ -19,6 +19,7 @@
 
 #include "attnlab/checkpoint.h"
 #include "attnlab/run_config.h"
+#include "attnlab/trained_run.h"
 #include "unit/process_env.h"
 
 namespace attnlab::testing {
@@ -93,7 +94,7 @@ class MicroRuns : public ::testing::Test {
       if (!ma[i]["val_loss"].is_null())
         EXPECT_NEAR(ma[i]["val_loss"].get<double>(), mb[i]["val_loss"].get<double>(), tol) << "step " << i + 1;
     }
-    const auto wa = load_model(a), wb = load_model(b);
+    const auto wa = open_model(a), wb = open_model(b);
     for (const auto& item : wa.model->named_parameters()) {
       const auto other = wb.model->named_parameters()[item.key()];
       EXPECT_LT((item.value() - other).abs().max().item<double>(), weight_tol) << item.key();

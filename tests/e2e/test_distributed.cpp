@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "attnlab/trainer.h"
+#include "attnlab/run_dir.h"
 #include "e2e/rank_processes.h"
 
 namespace attnlab {
@@ -66,7 +67,7 @@ TEST_F(DistributedTrain, ResumesAcrossWorldSizes) {
   // Two ranks for 2 steps (the interrupted exit code, 130), then one process to the end.
   ASSERT_EQ(run_cli(train_args("down", {"--nproc", "2", "--stop-after", "2"}), dir_ / "down.log"), 130)
       << read(dir_ / "down.log");
-  ASSERT_EQ(list_checkpoints(run("down")).back().step, 2);
+  ASSERT_EQ(RunDir(run("down")).checkpoints().back().step, 2);
   ASSERT_EQ(train(config("down")).status, TrainStatus::finished);
   expect_same_run(run("one"), run("down"), 4);
 }
@@ -92,7 +93,7 @@ TEST_F(DistributedTrain, KilledRankEndsTheJobWithAnErrorAndARestartResumes) {
   EXPECT_NE(log.find("rank 0 of 2:"), std::string::npos) << log;
   EXPECT_NE(log.find("Another rank has most likely exited"), std::string::npos) << log;
 
-  const auto newest = list_checkpoints(run("job")).back().step;
+  const auto newest = RunDir(run("job")).checkpoints().back().step;
   ASSERT_EQ(run_cli(train_args("job", {"--set", "train.max_steps=100000", "--set", "eval.every=100000", "--nproc", "2",
                                        "--stop-after", "1"}),
                     dir_ / "restart.log"),
@@ -117,7 +118,7 @@ TEST_F(DistributedTrain, NonFiniteLossStopsEveryRank) {
     const auto log = read(dir_ / ("nan.rank" + std::to_string(r) + ".log"));
     EXPECT_NE(log.find("non-finite training loss at step"), std::string::npos) << log;
   }
-  EXPECT_FALSE(list_checkpoints(run("nan")).empty());
+  EXPECT_FALSE(RunDir(run("nan")).checkpoints().empty());
 }
 
 // Ranks that would train from different states are refused before step 1: here rank 1 sees a run

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "attnlab/run_config.h"
+#include "attnlab/run_dir.h"
 #include "e2e/rank_processes.h"
 
 namespace attnlab {
@@ -141,8 +142,8 @@ TEST_F(RankFaults, AKilledLauncherTakesItsRanksWithIt) {
   ASSERT_TRUE(training) << read(log);
   EXPECT_TRUE(ended) << "the ranks trained on after their launcher was killed:\n" << read(log);
   EXPECT_NE(read(log).find("stopped at step"), std::string::npos) << read(log);
-  ASSERT_FALSE(list_checkpoints(run("orphans")).empty());
-  EXPECT_EQ(list_checkpoints(run("orphans")).back().step, testing::metrics_of(run("orphans")).back()["step"]);
+  ASSERT_FALSE(RunDir(run("orphans")).checkpoints().empty());
+  EXPECT_EQ(RunDir(run("orphans")).checkpoints().back().step, testing::metrics_of(run("orphans")).back()["step"]);
 }
 
 // Rank 0's checkpoint writes take 7 s each (a test library delays the rename that publishes them)
@@ -160,7 +161,7 @@ TEST_F(RankFaults, ARankZeroCheckpointWriteSlowerThanTheTimeoutIsWaitedFor) {
       << text;
   EXPECT_EQ(nlohmann::json::parse(std::ifstream(run("slow") / "final.json"))["steps"], 4);
   std::vector<int64_t> steps;
-  for (const auto& c : list_checkpoints(run("slow"))) steps.push_back(c.step);
+  for (const auto& c : RunDir(run("slow")).checkpoints()) steps.push_back(c.step);
   EXPECT_EQ(steps, (std::vector<int64_t>{2, 4}));
 }
 

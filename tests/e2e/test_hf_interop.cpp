@@ -25,6 +25,8 @@
 #include "attnlab/hf_interop.h"
 #include "attnlab/init.h"
 #include "attnlab/run_config.h"
+#include "attnlab/run_dir.h"
+#include "attnlab/trained_run.h"
 #include "unit/shard_files.h"
 
 namespace attnlab {
@@ -134,7 +136,7 @@ TEST_F(HfInterop, ImportedGpt2AndNeoxGiveTransformersLogitsAndHiddenStates) {
   for (const auto& name : models()) {
     const fs::path run = imported(name.get<std::string>());
     const auto ref = read_safetensors(dir() / "models" / (name.get<std::string>() + ".reference.safetensors")).tensors;
-    auto loaded = load_model(run);
+    auto loaded = open_model(run);
     const auto f = forward_with_residuals(*loaded.model, ref.at("tokens"));
     const int64_t L = loaded.model_config.n_layer;
     ASSERT_EQ(static_cast<int64_t>(f.residual.size()), L + 1);
@@ -152,7 +154,7 @@ TEST_F(HfInterop, ImportedGpt2AndNeoxGiveTransformersLogitsAndHiddenStates) {
     EXPECT_EQ(m.rotary_dims(), neox ? 4 : 0) << name;  // rotary_pct 0.25 of head_dim 16
     EXPECT_EQ(m.parallel_residual, name == "neox_parallel" || name == "neox_tied_tanh") << name;
     EXPECT_EQ(m.untied_head, name == "gpt2_untied_erf" || name == "neox_parallel" || name == "neox_sequential") << name;
-    EXPECT_EQ(m.gelu, name == "gpt2" || name == "neox_tied_tanh" ? "tanh" : "erf") << name;
+    EXPECT_EQ(m.gelu, name == "gpt2" || name == "neox_tied_tanh" ? GeluKind::tanh : GeluKind::erf) << name;
     EXPECT_EQ(loaded.step, 0);
     EXPECT_FALSE(fs::exists(run / "checkpoints/step_000000/optimizer.safetensors"));
   }
@@ -164,7 +166,7 @@ TEST_F(HfInterop, ActivationStatisticsEqualThoseOfTransformersHiddenStates) {
     const fs::path run = imported(name.get<std::string>());
     const auto ref = read_safetensors(dir() / "models" / (name.get<std::string>() + ".reference.safetensors")).tensors;
     const json want = json::parse(read(dir() / "models" / (name.get<std::string>() + ".stats.json")));
-    auto loaded = load_model(run);
+    auto loaded = open_model(run);
     const auto got = capture_activations(*loaded.model, ref.at("tokens"));
     ASSERT_EQ(got.layers.size(), want.size());
     for (const auto& w : want) {
@@ -184,7 +186,7 @@ TEST_F(HfInterop, ActivationStatisticsEqualThoseOfTransformersHiddenStates) {
 
 TEST_F(HfInterop, ImportedNeoxDecodesWithTheKvCacheAsItsFullForward) {
   models();
-  auto loaded = load_model(imported("neox_parallel"));
+  auto loaded = open_model(imported("neox_parallel"));
   const auto tokens = read_safetensors(dir() / "models/neox_parallel.reference.safetensors").tensors.at("tokens");
   torch::NoGradGuard no_grad;
   const auto full = loaded.model->forward(tokens);
@@ -206,7 +208,7 @@ TEST_F(HfInterop, ImportedSeriesGivesTransformersActivationsLockInSpearmanAndJac
     const auto out = cli({"import-hf", (dir() / "series" / (std::string("seed") + seed)).string(), "--out", run.string(),
                           "--set", std::string("seed=") + seed, "--set", "data.val=" + val, "--set", "train.seq_len=16"});
     std::vector<int64_t> steps;
-    for (const auto& c : list_checkpoints(run)) steps.push_back(c.step);
+    for (const auto& c : RunDir(run).checkpoints()) steps.push_back(c.step);
     EXPECT_EQ(steps, (std::vector<int64_t>{0, 1000, 143000})) << out;
     EXPECT_TRUE(fs::exists(run / "checkpoints/step_143000/state.json"));
     EXPECT_EQ(load_run_config(run / "config.yaml").seed, std::stoull(seed));
@@ -248,7 +250,7 @@ TEST_F(HfInterop, EvalProbeInjectAblateAndRetentionAcceptAnImportedCheckpoint) {
   EXPECT_NE(cli({"eval", "--checkpoint", run.string(), "--data", val, "--tokens", "33"}).find("val loss"), std::string::npos);
   cli({"probe", "--checkpoint", run.string(), "--sequences", "2", "--out", (dir() / "analyses_probe").string()});
   cli({"inject", "--checkpoint", run.string(), "--sequences", "2", "--eps", "0.4", "--out", (dir() / "analyses_inject").string()});
-  cli({"ablate", "--checkpoint", run.string(), "--layer", "1", "--channels", "top:1", "--batch-size", "2", "--no-ceiling",
+  cli({"ablate", "--checkpoint", run.string(), "--residual", "1", "--channels", "top:1", "--batch-size", "2", "--no-ceiling",
        "--out", (dir() / "analyses_ablate").string()});
   const auto retention = cli({"retention", "--checkpoint", run.string(), "--batches", "1", "--batch-size", "2",
                               "--out", (dir() / "analyses_retention").string()});
@@ -283,8 +285,8 @@ fs::path save_run(const fs::path& run, const GPT& model, const std::string& val,
   cfg.out_dir = run.string();
   TrainState state;
   state.step = 7;
-  state.config = to_json(cfg);
-  return save_weights_checkpoint(run, *model, state);
+  state.config = cfg;
+  return save_weights_checkpoint(RunDir(run).checkpoints_path(), *model, state);
 }
 
 double eval_loss(const std::string& output) {
@@ -315,7 +317,7 @@ TEST_F(HfInterop, EveryArmExportsAndTransformersGivesAttnlabEvalLoss) {
       cfg.n_layer = 2, cfg.n_head = 2, cfg.d_model = 32, cfg.block_size = 32, cfg.vocab_size = 100;
       if (options == "neox") {  // every option at once: rotary, parallel residual, untied head, exact GELU
         cfg.rotary_fraction = 0.25, cfg.rotary_base = 500.0, cfg.parallel_residual = true, cfg.untied_head = true;
-        cfg.gelu = "erf";
+        cfg.gelu = GeluKind::erf;
       }
       const GPT model = perturbed_model(cfg, 3);
       const fs::path run = dir() / "export" / (arm.name + "_" + options);
@@ -428,6 +430,23 @@ TEST_F(HfInterop, LmEvalEvaluatesAnExportedArmOfflineWithGpt2Tokenizer) {
   python({"tokenizer", out.string(), vocab.string()});
   const json r = json::parse(python({"lm-eval", out.string(), (dir() / "lm_eval_work").string()}));
   EXPECT_EQ(r.value("docs", 0), 4) << r.dump();
+}
+
+// One rule for the run's tokenizer (docs/data.md): shards without tokenizer.json and a model of GPT-2's
+// vocabulary are GPT-2 BPE for `sample` as for `export-hf` (sample used to refuse what export-hf assumed).
+TEST_F(HfInterop, SampleDecodesARunOnShardsWithoutTokenizerJsonAsGpt2AsExportHfTakesIt) {
+  const fs::path vocab = cached_gpt2_vocabulary();
+  if (!fs::exists(vocab)) GTEST_SKIP() << "no cached GPT-2 vocabulary at " << vocab << " (scripts/setup.sh fetches it)";
+  ModelConfig cfg;
+  cfg.n_layer = 1, cfg.n_head = 2, cfg.d_model = 32, cfg.block_size = 32, cfg.vocab_size = kGpt2VocabSize;
+  const fs::path run = dir() / "gpt2_sample_run";
+  save_run(run, perturbed_model(cfg, 9), (dir() / "no_shards_here/val_*.bin").string(), 9);
+  const auto printed = cli({"sample", "--checkpoint", run.string(), "--prompt", "Hello world", "--tokens", "3",
+                            "--temperature", "0", "--device", "cpu"});
+  EXPECT_NE(("\n" + printed).find("\nHello world"), std::string::npos) << printed;  // the prompt, decoded back
+  const fs::path out = dir() / "gpt2_sample_export";
+  cli({"export-hf", "--checkpoint", run.string(), "--out", out.string()});
+  EXPECT_TRUE(fs::exists(out / "vocab.json"));  // the same tokenizer, GPT-2's files
 }
 
 }  // namespace

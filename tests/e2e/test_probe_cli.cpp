@@ -118,7 +118,7 @@ TEST_F(ProbeE2E, InjectCleanLossEqualsEvalAndEpsZeroChangesNothing) {
   const double eval_loss = std::stod(eval_log.substr(eval_log.find("val loss ") + 9));
   for (const std::string kind : {"structured", "gaussian", "gate_direction"}) {
     ASSERT_EQ(run_cli({"inject", "--checkpoint", run.string(), "--sequences", "8", "--kind", kind, "--cutoff", "p25",
-                       "--eps", "0,0.8", "--per-layer"},
+                       "--eps", "0,0.8", "--per-block"},
                       dir() / "i.log"),
               0)
         << read(dir() / "i.log");
@@ -134,15 +134,34 @@ TEST_F(ProbeE2E, BadInjectionRequestsAreClearErrors) {
   const auto base = run_dir("baseline").string();
   EXPECT_EQ(run_cli({"inject", "--checkpoint", base, "--kind", "gate_direction"}, dir() / "x.log"), 1);
   EXPECT_NE(read(dir() / "x.log").find("needs a projection gate"), std::string::npos) << read(dir() / "x.log");
-  EXPECT_EQ(run_cli({"inject", "--checkpoint", base, "--layers", "0,7"}, dir() / "x.log"), 1);
-  EXPECT_NE(read(dir() / "x.log").find("layer 7 out of range"), std::string::npos) << read(dir() / "x.log");
-  EXPECT_EQ(run_cli({"inject", "--checkpoint", base, "--layers", "first"}, dir() / "x.log"), 1);
+  EXPECT_EQ(run_cli({"inject", "--checkpoint", base, "--blocks", "0,7"}, dir() / "x.log"), 1);
+  EXPECT_NE(read(dir() / "x.log").find("block 7 out of range"), std::string::npos) << read(dir() / "x.log");
+  EXPECT_EQ(run_cli({"inject", "--checkpoint", base, "--blocks", "first"}, dir() / "x.log"), 1);
   EXPECT_NE(read(dir() / "x.log").find("'first'"), std::string::npos) << read(dir() / "x.log");
   EXPECT_EQ(run_cli({"inject", "--checkpoint", base, "--cutoff", "p10"}, dir() / "x.log"), 1);
   EXPECT_NE(read(dir() / "x.log").find("p10"), std::string::npos) << read(dir() / "x.log");
   EXPECT_EQ(run_cli({"probe", "--checkpoint", base, "--sequences", "1000"}, dir() / "x.log"), 1);
   EXPECT_NE(read(dir() / "x.log").find("--sequences"), std::string::npos) << read(dir() / "x.log");
   EXPECT_EQ(run_cli({"probe", "--checkpoint", (dir() / "nowhere").string()}, dir() / "x.log"), 1);
+}
+
+// The flags renamed so that each index has one name (--blocks: 0-based blocks; --residual(s): the
+// residual state after block l) stop a script that still uses the old name, saying the new one.
+TEST_F(ProbeE2E, RenamedLayerFlagsNameTheirReplacement) {
+  const auto base = run_dir("baseline").string();
+  const auto out = (dir() / "renamed").string();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"inject", "--checkpoint", base, "--layers", "0"}, "--layers was renamed --blocks"},
+      {{"inject", "--checkpoint", base, "--per-layer"}, "--per-layer was renamed --per-block"},
+      {{"ablate", "--checkpoint", base, "--layer", "1", "--channels", "top:1", "--out", out},
+       "--layer was renamed --residual"},
+      {{"retention", "--checkpoint", base, "--layers", "1", "--out", out}, "--layers was renamed --residuals"},
+      {{"activations", "--runs", base, "--layer", "1", "--out", out}, "--layer was renamed --residual"}};
+  for (const auto& [args, said] : cases) {
+    EXPECT_NE(run_cli(args, dir() / "x.log"), 0) << args[0];
+    EXPECT_NE(read(dir() / "x.log").find(said), std::string::npos) << read(dir() / "x.log");
+  }
+  EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 TEST_F(ProbeE2E, ReportPrintsTheTablesAndReusesTheCache) {

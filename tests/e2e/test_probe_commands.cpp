@@ -15,6 +15,7 @@
 #include "attnlab/writer_retention.h"
 #include "attnlab/shards.h"
 #include "attnlab/trainer.h"
+#include "attnlab/run_dir.h"
 #include "unit/shard_files.h"
 
 namespace attnlab {
@@ -68,7 +69,7 @@ TEST_F(ProbeCommands, RetentionEqualsTheLibraryAndIsNullWithoutOptimizerState) {
   EXPECT_EQ(doc["optimizer_step"], 4);
   ASSERT_EQ(doc["weights"].size(), 2u * 2u * 2u);
 
-  const auto ckpt = load_checkpoint(checkpoint_dir(tmp_.file("run"), 4));
+  const auto ckpt = load_checkpoint(RunDir(tmp_.file("run")).checkpoint_path(4));
   GPT model(ckpt.model_config);
   restore_model(ckpt, *model);
   ValidationSet val(std::make_shared<const ShardSet>(ShardSet::open(val_, 64)), 8, 2 * 2 * 8 + 1);
@@ -85,7 +86,7 @@ TEST_F(ProbeCommands, RetentionEqualsTheLibraryAndIsNullWithoutOptimizerState) {
   EXPECT_TRUE(fs::exists(tmp_.file("ret/retention.md")));
 
   // The same checkpoint without its optimizer file: G stays, G_pre is null, never approximated.
-  fs::copy(checkpoint_dir(tmp_.file("run"), 4), tmp_.file("bare"));
+  fs::copy(RunDir(tmp_.file("run")).checkpoint_path(4), tmp_.file("bare"));
   fs::remove(tmp_.file("bare/optimizer.safetensors"));
   ASSERT_EQ(run("retention --checkpoint " + tmp_.file("bare") + " --batches 2 --batch-size 2 --top-k 2 --out " +
                 tmp_.file("ret2")), 0) << log();
@@ -98,7 +99,7 @@ TEST_F(ProbeCommands, RetentionEqualsTheLibraryAndIsNullWithoutOptimizerState) {
 }
 
 TEST_F(ProbeCommands, AblateScaleOneChangesNothingAndBadInputNamesTheCulprit) {
-  ASSERT_EQ(run("ablate --checkpoint " + tmp_.file("run") + " --layer 1 --channels top:2 --mode scale:1 --batch-size 2 "
+  ASSERT_EQ(run("ablate --checkpoint " + tmp_.file("run") + " --residual 1 --channels top:2 --mode scale:1 --batch-size 2 "
                 "--ceiling-top 4 --ceiling-random 4 --out " + tmp_.file("abl")), 0) << log();
   const auto doc = json(tmp_.file("abl/ablate.json"));
   EXPECT_EQ(doc["change"]["loss"], 0.0);
@@ -108,11 +109,11 @@ TEST_F(ProbeCommands, AblateScaleOneChangesNothingAndBadInputNamesTheCulprit) {
   EXPECT_EQ(doc["provenance"]["arm"], "sink_token");
   EXPECT_TRUE(fs::exists(tmp_.file("abl/ceiling.csv")));
 
-  EXPECT_NE(run("ablate --checkpoint " + tmp_.file("run") + " --layer 1 --channels 16 --out " + tmp_.file("x")), 0);
+  EXPECT_NE(run("ablate --checkpoint " + tmp_.file("run") + " --residual 1 --channels 16 --out " + tmp_.file("x")), 0);
   EXPECT_NE(log().find("channel 16 outside [0, 16)"), std::string::npos) << log();
-  EXPECT_NE(run("ablate --checkpoint " + tmp_.file("run") + " --layer 3 --channels 1 --out " + tmp_.file("x")), 0);
-  EXPECT_NE(log().find("--layer 3"), std::string::npos) << log();
-  EXPECT_NE(run("ablate --checkpoint " + tmp_.file("run") + " --layer 1 --channels 1 --mode half --out " + tmp_.file("x")), 0);
+  EXPECT_NE(run("ablate --checkpoint " + tmp_.file("run") + " --residual 3 --channels 1 --out " + tmp_.file("x")), 0);
+  EXPECT_NE(log().find("--residual 3"), std::string::npos) << log();
+  EXPECT_NE(run("ablate --checkpoint " + tmp_.file("run") + " --residual 1 --channels 1 --mode half --out " + tmp_.file("x")), 0);
   EXPECT_NE(log().find("'half'"), std::string::npos) << log();
   EXPECT_NE(run("retention --checkpoint " + tmp_.file("nothing") + " --out " + tmp_.file("x")), 0);
   EXPECT_NE(log().find(tmp_.file("nothing")), std::string::npos) << log();

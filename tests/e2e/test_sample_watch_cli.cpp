@@ -3,6 +3,8 @@
 // UTF-8 bytes, known here without a tokenizer library).
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <fstream>
 #include <set>
@@ -15,6 +17,7 @@
 #include "attnlab/sampler.h"
 #include "attnlab/sweep.h"
 #include "attnlab/trainer.h"
+#include "attnlab/trained_run.h"
 #include "e2e/cli.h"
 #include "extra_arm.h"
 #include "unit/shard_files.h"
@@ -100,7 +103,7 @@ TEST_F(SampleWatchE2E, GreedySampleOfEveryArmIsTheLibrarysDecodeOfThePromptsByte
               0)
         << read(out.string() + ".err");
     // The same decode by the library: separator, then the prompt's bytes.
-    auto loaded = load_model(run_dir(spec.name));
+    auto loaded = open_model(run_dir(spec.name));
     std::vector<int64_t> context = {kEot};
     for (unsigned char c : prompt) context.push_back(c);
     SamplingOptions greedy;
@@ -165,6 +168,59 @@ TEST_F(SampleWatchE2E, WatchHandsEveryRunOfTheSweepWithItsTagsToTheScript) {
   EXPECT_TRUE(has("--follow"));
   EXPECT_TRUE(has((dir() / "tb").string()));
   EXPECT_TRUE(has("out"));  // --group: the sweep directory's name
+}
+
+// One run of a sweep is named by its path in the sweep, as when the sweep is watched: two runs'
+// "s1" directories must not become one TensorBoard run.
+TEST_F(SampleWatchE2E, WatchNamesOneRunOfASweepByItsPathInTheSweep) {
+  tmp_->write_text("record.py", "import json, sys\njson.dump(sys.argv[1:], open(sys.argv[0] + '.json', 'w'))\n");
+  for (const std::string arm : {"baseline", "sink_logit"}) {
+    ASSERT_EQ(run_cli({"watch", run_dir(arm).string() + "/", "--tensorboard", (dir() / "tb").string(), "--python",
+                       "/usr/bin/python3", "--script", (dir() / "record.py").string()},
+                      dir() / "w.txt"),
+              0)
+        << read(dir() / "w.txt.err");
+    const auto argv = nlohmann::json::parse(read(dir() / "record.py.json"));
+    const auto at = std::find(argv.begin(), argv.end(), "--run");
+    ASSERT_NE(at, argv.end());
+    EXPECT_EQ(nlohmann::json::parse((at + 1)->get<std::string>())["name"], "tiny/" + arm + "/s1");
+  }
+  // A run directory outside any sweep keeps its own name.
+  fs::create_directories(dir() / "alone");
+  fs::copy(run_dir("baseline"), dir() / "alone/s7", fs::copy_options::recursive);
+  ASSERT_EQ(run_cli({"watch", (dir() / "alone/s7").string(), "--tensorboard", (dir() / "tb").string(), "--python",
+                     "/usr/bin/python3", "--script", (dir() / "record.py").string()},
+                    dir() / "w.txt"),
+            0)
+      << read(dir() / "w.txt.err");
+  const auto argv = nlohmann::json::parse(read(dir() / "record.py.json"));
+  EXPECT_EQ(nlohmann::json::parse((std::find(argv.begin(), argv.end(), "--run") + 1)->get<std::string>())["name"], "s7");
+}
+
+// The runs are found without reading their metrics.jsonl (a FIFO would block that for ever): the
+// follower opens it without blocking and names it.
+TEST_F(SampleWatchE2E, WatchNamesAFifoWhereMetricsBelongInsteadOfHanging) {
+  if (!fs::exists(venv_python())) GTEST_SKIP() << venv_python() << " is missing (scripts/setup.sh)";
+  const fs::path run = dir() / "fifo/s1";
+  fs::create_directories(run.parent_path());
+  fs::copy(run_dir("baseline"), run, fs::copy_options::recursive);
+  fs::remove(run / "metrics.jsonl");
+  ASSERT_EQ(::mkfifo((run / "metrics.jsonl").c_str(), 0644), 0);
+  EXPECT_EQ(run_cli({"watch", run.string(), "--tensorboard", (dir() / "tb_fifo").string(), "--follow", "--poll", "0.1"},
+                    dir() / "w4.txt"),
+            1);
+  EXPECT_NE(read(dir() / "w4.txt.err").find("metrics.jsonl is a FIFO"), std::string::npos) << read(dir() / "w4.txt.err");
+}
+
+TEST_F(SampleWatchE2E, WatchRefusesAPollThatNeverComes) {
+  for (const std::string poll : {"inf", "nan", "0", "1e300", "3601"}) {
+    EXPECT_NE(run_cli({"watch", run_dir("baseline").string(), "--tensorboard", (dir() / "tb").string(), "--follow",
+                       "--poll", poll, "--python", "/usr/bin/python3", "--script", (dir() / "none.py").string()},
+                      dir() / "w3.txt"),
+              0)
+        << poll;
+    EXPECT_NE(read(dir() / "w3.txt.err").find("--poll"), std::string::npos) << poll << ": " << read(dir() / "w3.txt.err");
+  }
 }
 
 TEST_F(SampleWatchE2E, WatchWritesEventsForOneRun) {

@@ -17,6 +17,8 @@
 #include "attnlab/lr_schedule.h"
 #include "attnlab/shards.h"
 #include "attnlab/trainer.h"
+#include "attnlab/run_dir.h"
+#include "attnlab/trained_run.h"
 #include "unit/checkpoint_surgery.h"
 
 namespace attnlab {
@@ -114,7 +116,7 @@ TEST_F(TrainTest, InterruptedRunResumesBitIdentically) {
     EXPECT_EQ(a[i]["grad_norm"].get<double>(), b[i]["grad_norm"].get<double>()) << "step " << i + 1;
   }
   EXPECT_EQ(straight.final_val_loss, resumed.final_val_loss);
-  const auto wa = load_model(dir_ / "a"), wb = load_model(dir_ / "b");
+  const auto wa = open_model(dir_ / "a"), wb = open_model(dir_ / "b");
   for (const auto& item : wa.model->named_parameters())
     EXPECT_TRUE(torch::equal(item.value(), wb.model->named_parameters()[item.key()])) << item.key();
   // final.json records what the run did.
@@ -160,7 +162,7 @@ TEST_F(TrainTest, CorruptNewestCheckpointFallsBackToThePreviousOne) {
   TrainOptions stop;
   stop.stop_after_steps = 6;  // checkpoints at 3 and 6
   train(config("a"), stop);
-  const auto ckpts = list_checkpoints(dir_ / "a");
+  const auto ckpts = RunDir(dir_ / "a").checkpoints();
   ASSERT_EQ(ckpts.back().step, 6);
   fs::resize_file(ckpts.back().dir / "model.safetensors", 100);  // truncate the newest
   const auto resumed = train(config("a"));
@@ -176,7 +178,7 @@ TEST_F(TrainTest, NonFiniteLossStopsAndKeepsTheLastGoodCheckpoint) {
     train(config("a", {"optim.lr=1e30", "optim.warmup_steps=0", "optim.grad_clip=0", "checkpoint.every=1"}));
   });
   EXPECT_NE(msg.find("non-finite training loss at step"), std::string::npos) << msg;
-  const auto ckpts = list_checkpoints(dir_ / "a");
+  const auto ckpts = RunDir(dir_ / "a").checkpoints();
   ASSERT_FALSE(ckpts.empty());
   EXPECT_NO_THROW(load_checkpoint(ckpts.back().dir));
 }
@@ -192,7 +194,7 @@ TrainOptions plant_gradient(float value, int64_t at_step = 2) {
 
 // Every checkpoint under a final name loads and holds finite weights.
 void expect_all_checkpoints_good(const fs::path& run) {
-  for (const auto& c : list_checkpoints(run)) {
+  for (const auto& c : RunDir(run).checkpoints()) {
     const auto ckpt = load_checkpoint(c.dir);
     for (const auto& [name, w] : ckpt.weights)
       EXPECT_TRUE(torch::isfinite(w).all().item<bool>()) << c.dir << " " << name;
@@ -212,7 +214,7 @@ TEST_F(TrainTest, NonFiniteGradientStopsBeforeTheUpdate) {
               std::string::npos)
         << msg;
     EXPECT_NE(msg.find("step_000002 (step 2), is kept"), std::string::npos) << msg;
-    EXPECT_EQ(list_checkpoints(dir_ / run).back().step, 2);
+    EXPECT_EQ(RunDir(dir_ / run).checkpoints().back().step, 2);
     expect_all_checkpoints_good(dir_ / run);
   }
 }
@@ -252,7 +254,7 @@ TEST_F(TrainTest, NonFiniteValidationLossStopsWithoutSaving) {
     train(config("a", {"train.max_steps=4", "checkpoint.every=1", "eval.every=4"}), options);
   });
   EXPECT_NE(msg.find("non-finite validation loss at step 4"), std::string::npos) << msg;
-  EXPECT_EQ(list_checkpoints(dir_ / "a").back().step, 3);
+  EXPECT_EQ(RunDir(dir_ / "a").checkpoints().back().step, 3);
   expect_all_checkpoints_good(dir_ / "a");
   EXPECT_FALSE(fs::exists(dir_ / "a/final.json"));
 }
@@ -266,7 +268,7 @@ TEST_F(TrainTest, NonFiniteWeightsAreNeverSaved) {
   };
   const auto msg = error_of<CheckpointError>([&] { train(config("a", {"checkpoint.every=1"}), options); });
   EXPECT_NE(msg.find("tensor 'ln_f.weight' holds NaN or infinity"), std::string::npos) << msg;
-  EXPECT_EQ(list_checkpoints(dir_ / "a").back().step, 2);
+  EXPECT_EQ(RunDir(dir_ / "a").checkpoints().back().step, 2);
   expect_all_checkpoints_good(dir_ / "a");
 }
 
@@ -276,7 +278,7 @@ TEST_F(TrainTest, EditedStateJsonFallsBackAndFinishesIdentically) {
   TrainOptions stop;
   stop.stop_after_steps = 6;  // checkpoints at 3 and 6
   train(config("a"), stop);
-  const fs::path state = checkpoint_dir(dir_ / "a", 6) / "state.json";
+  const fs::path state = RunDir(dir_ / "a").checkpoint_path(6) / "state.json";
   std::string text = testing::file_text(state);
   text.replace(text.find("\"step\": 6"), 9, "\"step\": 5");
   testing::write_text_file(state, text);
@@ -307,7 +309,7 @@ TEST_F(TrainTest, RestoreErrorsFallBackToThePreviousCheckpoint) {
     TrainOptions stop;
     stop.stop_after_steps = 6;
     train(config(run), stop);
-    damages[i](checkpoint_dir(dir_ / run, 6));
+    damages[i](RunDir(dir_ / run).checkpoint_path(6));
     const auto resumed = train(config(run));
     EXPECT_EQ(resumed.status, TrainStatus::finished);
     EXPECT_EQ(metrics(dir_ / run).size(), 12u);
@@ -378,14 +380,15 @@ TEST_F(TrainTest, BranchFirstStepIsAnAdamWStepWithoutDecayFromTheParentsFullStat
   stop.stop_after_steps = 6;
   train(config("a", {"optim.grad_clip=0"}), stop);
   TrainOptions branch;
-  branch.branch_from = checkpoint_dir(dir_ / "a", 6);
+  branch.branch_from = RunDir(dir_ / "a").checkpoint_path(6);
   branch.stop_after_steps = 1;
   const auto cfg = config("b", {"optim.weight_decay=0", "optim.grad_clip=0"});
   train(cfg, branch);
-  const auto parent = load_checkpoint(checkpoint_dir(dir_ / "a", 6));
-  const auto child = load_checkpoint(checkpoint_dir(dir_ / "b", 7));
-  EXPECT_EQ(child.state.extra["parent"]["step"], 6);
-  EXPECT_EQ(child.state.extra["parent"]["checkpoint"], checkpoint_dir(dir_ / "a", 6).string());
+  const auto parent = load_checkpoint(RunDir(dir_ / "a").checkpoint_path(6));
+  const auto child = load_checkpoint(RunDir(dir_ / "b").checkpoint_path(7));
+  ASSERT_TRUE(child.state.trainer.parent.has_value());
+  EXPECT_EQ(child.state.trainer.parent->step, 6);
+  EXPECT_EQ(child.state.trainer.parent->checkpoint, RunDir(dir_ / "a").checkpoint_path(6).string());
   EXPECT_EQ(child.state.data_position, 7);
   EXPECT_EQ(child.state.tokens_seen, parent.state.tokens_seen + 128);
   EXPECT_EQ(child.optimizer_groups[0]["weight_decay"], 0.0);
@@ -436,7 +439,7 @@ TEST_F(TrainTest, ActivationTrackingChangesNothingAndSurvivesResume) {
   const auto tracked = train(config("b", resumed_sets));
   ASSERT_EQ(tracked.status, TrainStatus::finished);
   EXPECT_EQ(plain.final_val_loss, tracked.final_val_loss);
-  const auto wa = load_model(dir_ / "a"), wb = load_model(dir_ / "b");
+  const auto wa = open_model(dir_ / "a"), wb = open_model(dir_ / "b");
   for (const auto& item : wa.model->named_parameters())
     EXPECT_TRUE(torch::equal(item.value(), wb.model->named_parameters()[item.key()])) << item.key();
 
@@ -465,7 +468,7 @@ TEST_F(TrainTest, ActivationTrackingChangesNothingAndSurvivesResume) {
   EXPECT_NEAR(logged.rms, expected.rms, 1e-6);
 
   std::vector<int64_t> kept;
-  for (const auto& c : list_checkpoints(dir_ / "b")) kept.push_back(c.step);
+  for (const auto& c : RunDir(dir_ / "b").checkpoints()) kept.push_back(c.step);
   // log-spaced 1 2 4; keep_every 3: 3 6 9 12; keep_last 2: 9 12; the stop's 5 is not kept
   EXPECT_EQ(kept, (std::vector<int64_t>{1, 2, 3, 4, 6, 9, 12}));
   const auto final_json = nlohmann::json::parse(std::ifstream(dir_ / "b/final.json"));
@@ -499,8 +502,8 @@ TEST_F(TrainTest, ActivationsReportMatchesTheEmbeddingsByHand) {
   for (const auto& run : report.runs) {
     std::vector<int64_t> steps, argmax;
     std::vector<std::vector<double>> abs_rows;
-    for (const auto& info : list_checkpoints(run.dir)) {
-      const auto m = load_model(info.dir);
+    for (const auto& info : RunDir(run.dir).checkpoints()) {
+      const auto m = open_model(info.dir);
       const auto emb = (m.model->wte->weight[token] + m.model->wpe->weight[0]).to(torch::kDouble).abs();
       abs_rows.emplace_back(emb.data_ptr<double>(), emb.data_ptr<double>() + emb.numel());
       steps.push_back(info.step);

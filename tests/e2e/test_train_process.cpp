@@ -19,6 +19,8 @@
 #include <torch/torch.h>
 
 #include "attnlab/checkpoint.h"
+#include "attnlab/run_dir.h"
+#include "attnlab/trained_run.h"
 #include "unit/shard_files.h"
 
 namespace attnlab {
@@ -109,7 +111,7 @@ TEST_F(TrainProcess, SigtermDuringStartUpTakesTheStopPath) {
   ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status) << ": " << read(log);
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << read(log);
   EXPECT_NE(read(log).find("stopped before step 1 (signal 15)"), std::string::npos) << read(log);
-  EXPECT_TRUE(list_checkpoints(dir() / "run").empty());
+  EXPECT_TRUE(RunDir(dir() / "run").checkpoints().empty());
 }
 
 // SIGKILL at moments when a save is under way (a hidden .tmp. directory exists), several times;
@@ -139,7 +141,7 @@ TEST_F(TrainProcess, KillDuringSavesLeavesNoCorruptCheckpointAndAnIdenticalFinis
     const int status = wait_status(pid);
     ASSERT_TRUE(WIFSIGNALED(status) || WEXITSTATUS(status) == 0) << read(log);
     if (WIFSIGNALED(status)) ++kills, during_save += saving;
-    for (const auto& c : list_checkpoints(killed))
+    for (const auto& c : RunDir(killed).checkpoints())
       EXPECT_NO_THROW(load_checkpoint(c.dir)) << "corrupt after kill " << kills << ": " << c.dir;
   }
   std::cout << kills << " SIGKILLs, " << during_save << " of them during a save\n";
@@ -151,7 +153,7 @@ TEST_F(TrainProcess, KillDuringSavesLeavesNoCorruptCheckpointAndAnIdenticalFinis
   const auto b = nlohmann::json::parse(read(killed / "final.json"));
   EXPECT_EQ(b["steps"], steps);
   EXPECT_EQ(a["final_val_loss"].get<double>(), b["final_val_loss"].get<double>());
-  const auto wa = load_model(dir() / "straight"), wb = load_model(killed);
+  const auto wa = open_model(dir() / "straight"), wb = open_model(killed);
   for (const auto& item : wa.model->named_parameters())
     EXPECT_TRUE(torch::equal(item.value(), wb.model->named_parameters()[item.key()])) << item.key();
 }

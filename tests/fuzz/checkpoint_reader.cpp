@@ -7,7 +7,7 @@
 //       refused <message>     a CheckpointError (the expected answer to damage)
 //       unexpected <message>  any other exception: a failure (damage must be a CheckpointError)
 //
-// "run": load_latest with check_restorable into a fresh model and AdamW (what a resume does);
+// "run": RunDir::latest_checkpoint with check_restorable into a fresh model and AdamW (what a resume does);
 // "lone": load_model on a model.safetensors (what eval, probe and ablate do).
 #include <iostream>
 #include <memory>
@@ -17,6 +17,7 @@
 #include <torch/torch.h>
 
 #include "attnlab/checkpoint.h"
+#include "attnlab/run_dir.h"
 #include "unit/trainee.h"
 
 namespace {
@@ -37,10 +38,10 @@ int make(const fs::path& run_dir) {
     state.data_position = step;
     state.val_loss = 4.0 - 0.1 * double(step);
     state.best_val_loss = state.val_loss;
-    state.config = {{"seed", 1}};
+    state.config = attnlab::testing::tiny_run_config("combo");
     attnlab::RetentionPolicy keep_all;
     keep_all.keep_last = 10;
-    attnlab::save_checkpoint(run_dir, *t.model, *t.opt, state, keep_all);
+    attnlab::save_checkpoint(attnlab::RunDir(run_dir).checkpoints_path(), *t.model, *t.opt, state, keep_all);
   }
   return 0;
 }
@@ -55,7 +56,7 @@ std::string answer(const std::string& kind, const fs::path& path) {
   try {
     if (kind == "lone") return "accepted " + std::to_string(attnlab::load_model(path).step);
     auto t = trainee();
-    const auto ckpt = attnlab::load_latest(path, nullptr, true, [&](const attnlab::LoadedCheckpoint& c) {
+    const auto ckpt = attnlab::RunDir(path).latest_checkpoint(nullptr, true, [&](const attnlab::LoadedCheckpoint& c) {
       attnlab::check_restorable(c, *t.model, *t.opt);
     });
     if (!ckpt) return "refused no checkpoint";

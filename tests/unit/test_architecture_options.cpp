@@ -15,6 +15,8 @@
 #include "attnlab/model.h"
 #include "attnlab/rotary.h"
 #include "attnlab/run_config.h"
+#include "attnlab/run_dir.h"
+#include "attnlab/trained_run.h"
 #include "unit/shard_files.h"
 
 namespace attnlab {
@@ -27,7 +29,7 @@ ModelConfig with_options(const std::string& arm) {
   cfg.arm = arm;
   cfg.n_layer = 2, cfg.n_head = 2, cfg.d_model = 16, cfg.block_size = 16, cfg.vocab_size = 50;
   cfg.rotary_fraction = 0.5, cfg.rotary_base = 100.0;  // 4 of head_dim 8 rotate
-  cfg.parallel_residual = true, cfg.untied_head = true, cfg.gelu = "erf";
+  cfg.parallel_residual = true, cfg.untied_head = true, cfg.gelu = GeluKind::erf;
   return cfg;
 }
 
@@ -125,7 +127,7 @@ TEST(Options, OffByDefaultSoAModelIsGpt2) {
   EXPECT_EQ(cfg.rotary_dims(), 0);
   EXPECT_FALSE(cfg.parallel_residual);
   EXPECT_FALSE(cfg.untied_head);
-  EXPECT_EQ(cfg.gelu, "tanh");
+  EXPECT_EQ(cfg.gelu, GeluKind::tanh);
   GPT model(cfg);
   EXPECT_NE(model->named_parameters().find("wpe.weight"), nullptr);
   EXPECT_EQ(model->named_parameters().find("lm_head.weight"), nullptr);
@@ -149,7 +151,7 @@ TEST(Options, ParallelResidualAddsBothBranchesToTheInput) {
 
 TEST(Options, GeluIsExactOrTheTanhApproximation) {
   torch::NoGradGuard no_grad;
-  for (const std::string gelu : {"erf", "tanh"}) {
+  for (const GeluKind gelu : {GeluKind::erf, GeluKind::tanh}) {
     MLP mlp(4, gelu);
     mlp->to(torch::kDouble);
     auto x = torch::randn({3, 4}, torch::kDouble) * 3;
@@ -161,10 +163,10 @@ TEST(Options, GeluIsExactOrTheTanhApproximation) {
     for (int64_t i = 0; i < h.size(0); ++i)
       for (int64_t j = 0; j < h.size(1); ++j) {
         const double v = ha[i][j];
-        aa[i][j] = gelu == "erf" ? 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)))
+        aa[i][j] = gelu == GeluKind::erf ? 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)))
                                  : 0.5 * v * (1 + std::tanh(std::sqrt(2 / pi) * (v + 0.044715 * v * v * v)));
       }
-    EXPECT_LT((mlp->forward(x) - mlp->c_proj(act)).abs().max().item<double>(), 1e-12) << gelu;
+    EXPECT_LT((mlp->forward(x) - mlp->c_proj(act)).abs().max().item<double>(), 1e-12) << to_string(gelu);
   }
 }
 
@@ -212,8 +214,8 @@ TEST(Options, ConfigKeysReadWriteAndRefuseImpossibleValues) {
   EXPECT_EQ(cfg.model.rotary_base, 500.0);
   EXPECT_TRUE(cfg.model.parallel_residual);
   EXPECT_TRUE(cfg.model.untied_head);
-  EXPECT_EQ(cfg.model.gelu, "erf");
-  EXPECT_EQ(run_config_from_json(to_json(cfg)).model.gelu, "erf");
+  EXPECT_EQ(cfg.model.gelu, GeluKind::erf);
+  EXPECT_EQ(run_config_from_json(to_json(cfg)).model.gelu, GeluKind::erf);
   EXPECT_EQ(to_json(RunConfig{})["model"]["parallel_residual"], false);
 
   const std::vector<std::pair<std::string, std::string>> bad = {
@@ -249,20 +251,20 @@ TEST(Options, WeightsOnlyCheckpointKeepsTheOptionsAndOlderStateFilesLoadWithThem
   auto model = build(cfg, 6, at::kFloat);
   TrainState state;
   state.step = 12;
-  const fs::path dir = save_weights_checkpoint(tmp.path(), *model, state);
+  const fs::path dir = save_weights_checkpoint(RunDir(tmp.path()).checkpoints_path(), *model, state);
   EXPECT_TRUE(fs::exists(dir / "model.safetensors"));
   EXPECT_FALSE(fs::exists(dir / "optimizer.safetensors"));
   EXPECT_THROW(load_checkpoint(dir, /*with_optimizer=*/true), CheckpointError);
-  auto loaded = load_model(tmp.path());
+  auto loaded = open_model(tmp.path());
   EXPECT_EQ(loaded.step, 12);
   EXPECT_EQ(loaded.model_config.rotary_dims(), 4);
-  EXPECT_EQ(loaded.model_config.gelu, "erf");
+  EXPECT_EQ(loaded.model_config.gelu, GeluKind::erf);
   auto idx = torch::randint(0, cfg.vocab_size, {1, 6}, torch::kLong);
   EXPECT_TRUE(torch::equal(loaded.model->forward(idx), model->forward(idx)));
 
   // A state.json from before the options existed: its model has none of the keys.
   GPT plain(ModelConfig{});
-  const fs::path old_dir = save_weights_checkpoint(tmp.file("old"), *plain, state);
+  const fs::path old_dir = save_weights_checkpoint(RunDir(tmp.file("old")).checkpoints_path(), *plain, state);
   nlohmann::json j = nlohmann::json::parse(std::ifstream(old_dir / "state.json"));
   for (const char* key : {"rotary_fraction", "rotary_base", "parallel_residual", "untied_head", "gelu"}) j["model"].erase(key);
   j["format_version"] = 1;  // it also predates state.json.sha256 (docs/checkpoints.md, format 1)
@@ -271,7 +273,7 @@ TEST(Options, WeightsOnlyCheckpointKeepsTheOptionsAndOlderStateFilesLoadWithThem
   const auto old = load_checkpoint(old_dir, false);
   EXPECT_EQ(old.model_config.rotary_fraction, 0.0);
   EXPECT_FALSE(old.model_config.untied_head);
-  EXPECT_EQ(old.model_config.gelu, "tanh");
+  EXPECT_EQ(old.model_config.gelu, GeluKind::tanh);
 }
 
 }  // namespace

@@ -19,7 +19,9 @@
 
 #include "attnlab/checkpoint.h"
 #include "attnlab/model.h"
+#include "attnlab/run_dir.h"
 #include "attnlab/safetensors.h"
+#include "attnlab/trained_run.h"
 #include "attnlab/version.h"
 #include "unit/checkpoint_surgery.h"
 #include "unit/trainee.h"
@@ -124,7 +126,7 @@ TrainState state_at(int64_t step, double val_loss = std::nan("")) {
   s.data_position = step;
   s.val_loss = val_loss;
   if (!std::isnan(val_loss)) s.best_val_loss = val_loss;  // the lowest so far may not lie above it
-  s.config = {{"model", {{"arm", "baseline"}}}, {"seed", 1}};
+  s.config = testing::tiny_run_config();
   return s;
 }
 
@@ -240,12 +242,12 @@ TEST(Checkpoint, SaveWritesOneDurableDirectoryAndNoTemporary) {
   TempDir tmp;
   Trainee t(tiny_config(), 1);
   t.step();
-  make_dirs(checkpoints_dir(tmp.path()) / ".tmp.step_000001");  // a crashed save's leftover
+  make_dirs(tmp.path() / ".tmp.step_000001");  // a crashed save's leftover
   const fs::path dir = save_checkpoint(tmp.path(), *t.model, *t.opt, state_at(1, 4.5));
 
   EXPECT_EQ(dir, checkpoint_dir(tmp.path(), 1));
   EXPECT_EQ(dir.filename(), "step_000001");
-  EXPECT_EQ(entries_of(checkpoints_dir(tmp.path())), std::vector<std::string>{"step_000001"});
+  EXPECT_EQ(entries_of(tmp.path()), std::vector<std::string>{"step_000001"});
   for (const char* f : {"model.safetensors", "optimizer.safetensors", "state.json", "state.json.sha256"}) {
     EXPECT_TRUE(is_file(dir / f)) << f;
   }
@@ -262,13 +264,13 @@ TEST(Checkpoint, FailedSaveLeavesNothingUnderTheFinalName) {
   auto stray = torch::zeros({2}, torch::requires_grad());
   t.opt->param_groups()[1].params().push_back(stray);
   EXPECT_THROW(save_checkpoint(tmp.path(), *t.model, *t.opt, state_at(1)), CheckpointError);
-  EXPECT_TRUE(entries_of(checkpoints_dir(tmp.path())).empty());
+  EXPECT_TRUE(entries_of(tmp.path()).empty());
   t.opt->param_groups()[1].params().pop_back();
   // A field JSON cannot encode (not UTF-8): state.json fails after both tensor files were written.
   TrainState s = state_at(1);
-  s.extra = {{"note", "\xff"}};
+  s.trainer.parent = ParentRecord{"\xff", 0};
   expect_refused_save(tmp.path(), *t.model, *t.opt, s, "state.json: cannot encode as JSON");
-  EXPECT_TRUE(entries_of(checkpoints_dir(tmp.path())).empty());
+  EXPECT_TRUE(entries_of(tmp.path()).empty());
 }
 
 TEST(Checkpoint, StateJsonRoundTrips) {
@@ -276,7 +278,8 @@ TEST(Checkpoint, StateJsonRoundTrips) {
   Trainee t(tiny_config(), 1);
   TrainState s = state_at(5, 3.25);
   s.best_val_loss = 3.0;
-  s.extra = {{"parent", "runs/a/checkpoints/step_000100"}};
+  s.trainer.parent = ParentRecord{"runs/a/checkpoints/step_000100", 100};
+  s.trainer.elapsed_s = 12.5;
   save_checkpoint(tmp.path(), *t.model, *t.opt, s);
   const auto c = load_checkpoint(checkpoint_dir(tmp.path(), 5));
   EXPECT_EQ(c.state.step, 5);
@@ -284,8 +287,9 @@ TEST(Checkpoint, StateJsonRoundTrips) {
   EXPECT_EQ(c.state.data_position, 5);
   EXPECT_EQ(c.state.val_loss, 3.25);
   EXPECT_EQ(c.state.best_val_loss, 3.0);
-  EXPECT_EQ(c.state.config, s.config);
-  EXPECT_EQ(c.state.extra, s.extra);
+  ASSERT_TRUE(c.state.config.has_value());
+  EXPECT_EQ(to_json(*c.state.config), to_json(*s.config));
+  EXPECT_EQ(to_json(c.state.trainer), to_json(s.trainer));
   EXPECT_EQ(c.state.git_revision, git_revision());
   EXPECT_FALSE(c.state.rng.cpu.empty());
   EXPECT_EQ(c.model_config.arm, "baseline");
@@ -434,23 +438,26 @@ TEST(Checkpoint, RestoreRefusesAnotherModel) {
 TEST(Checkpoint, LoadModelFromRunDirCheckpointDirOrFile) {
   TempDir tmp;
   Trainee t(tiny_config("combo"), 1);
+  const fs::path run = tmp.path() / "run", root = RunDir(run).checkpoints_path();
   t.step();
-  save_checkpoint(tmp.path(), *t.model, *t.opt, state_at(1));
+  save_checkpoint(root, *t.model, *t.opt, state_at(1));
   t.step();
-  save_checkpoint(tmp.path(), *t.model, *t.opt, state_at(2));
+  save_checkpoint(root, *t.model, *t.opt, state_at(2));
   const fs::path copy = tmp.path() / "elsewhere.safetensors";
-  write_bytes(copy, read_bytes(checkpoint_dir(tmp.path(), 2) / "model.safetensors"));
+  write_bytes(copy, read_bytes(checkpoint_dir(root, 2) / "model.safetensors"));
 
   const auto idx = torch::randint(0, 64, {1, 16}, torch::kLong);
   const auto expected = t.model->forward(idx);
-  for (const fs::path& p : {tmp.path(), checkpoint_dir(tmp.path(), 2), copy}) {
-    LoadedModel m = load_model(p);
+  for (const fs::path& p : {run, checkpoint_dir(root, 2), copy}) {
+    LoadedModel m = open_model(p);
     EXPECT_EQ(m.step, 2) << p;
     EXPECT_EQ(m.model_config.arm, "combo");
-    EXPECT_EQ(m.config, state_at(2).config);
+    ASSERT_TRUE(m.config.has_value()) << p;
+    EXPECT_EQ(to_json(*m.config), to_json(*state_at(2).config));
     EXPECT_TRUE(torch::equal(m.model->forward(idx), expected)) << p;
   }
-  EXPECT_THROW(load_model(tmp.path() / "nothing"), CheckpointError);
+  EXPECT_THROW(open_model(tmp.path() / "nothing"), CheckpointError);
+  EXPECT_THROW(load_model(run), CheckpointError);  // a run directory is RunDir's to resolve
 }
 
 // ---- integrity -------------------------------------------------------------------------------------
@@ -564,6 +571,60 @@ TEST(Checkpoint, FormatVersion1WithoutTheSidecarStillLoads) {
   testing::reseal(dir, [](nlohmann::json& j) { j["format_version"] = 2; });
   ::unlink((dir / "state.json.sha256").c_str());
   expect_refused([&] { load_checkpoint(dir); }, dir / "state.json.sha256", "is missing");
+}
+
+// Checkpoints written before state.json's "extra" was typed: each of its keys, none, or one this build
+// does not know loads into the TrainerState; a known key of the wrong type is refused naming it.
+TEST(Checkpoint, OlderExtraKeysLoadIntoTheTypedTrainerState) {
+  TempDir tmp;
+  Trainee t(tiny_config(), 1);
+  t.step();
+  const fs::path dir = save_checkpoint(tmp.path(), *t.model, *t.opt, state_at(3, 4.0));
+  const std::string pristine = read_bytes(dir / "state.json");
+  using nlohmann::json;
+  auto with_extra = [&](const json& extra, int64_t format) {
+    write_bytes(dir / "state.json", pristine);
+    testing::reseal(dir, [&](json& j) { j["extra"] = extra, j["format_version"] = format; });
+    if (format == 1) ::unlink((dir / "state.json.sha256").c_str());  // format 1 predates the sidecar
+    return load_checkpoint(dir).state.trainer;
+  };
+  for (const int64_t format : {1, 2}) {
+    SCOPED_TRACE(format);
+    const json parent = {{"checkpoint", "runs/a/checkpoints/step_000100"}, {"step", 100}};
+    auto trained = with_extra({{"elapsed_s", 12.5}, {"parent", parent}}, format);
+    EXPECT_EQ(trained.elapsed_s.value_or(-1), 12.5);
+    ASSERT_TRUE(trained.parent.has_value());
+    EXPECT_EQ(trained.parent->checkpoint, "runs/a/checkpoints/step_000100");
+    EXPECT_EQ(trained.parent->step, 100);
+    EXPECT_FALSE(trained.imported_from.has_value());
+    EXPECT_EQ(to_json(trained), json({{"elapsed_s", 12.5}, {"parent", parent}}));  // written back as it was
+
+    const json hf = {{"model_type", "gpt_neox"}, {"hidden_size", 32}};
+    auto imported = with_extra({{"imported_from", {{"path", "/m/step0"}, {"model_type", "gpt_neox"}, {"hf_config", hf}}}},
+                               format);
+    EXPECT_FALSE(imported.elapsed_s.has_value());
+    ASSERT_TRUE(imported.imported_from.has_value());
+    EXPECT_EQ(imported.imported_from->path, "/m/step0");
+    EXPECT_EQ(imported.imported_from->model_type, "gpt_neox");
+    EXPECT_EQ(imported.imported_from->hf_config, hf);
+
+    const auto bare = with_extra(json::object(), format);
+    EXPECT_FALSE(bare.elapsed_s || bare.parent || bare.imported_from);
+    EXPECT_EQ(with_extra({{"note", "a later build's key"}, {"elapsed_s", 3.0}}, format).elapsed_s.value_or(-1), 3.0);
+  }
+  const std::vector<std::pair<json, std::string>> refused = {
+      {{{"elapsed_s", "long"}}, "extra.elapsed_s"},
+      {{{"elapsed_s", -1.0}}, "not a duration in seconds"},
+      {{{"parent", {{"checkpoint", "x"}}}}, "extra.parent.step"},
+      {{{"parent", "runs/a/checkpoints/step_000100"}}, "extra.parent"},
+      {{{"imported_from", {{"path", "/m"}, {"model_type", 3}, {"hf_config", json::object()}}}}, "extra.imported_from.model_type"},
+  };
+  for (const auto& [extra, problem] : refused) {
+    SCOPED_TRACE(extra.dump());
+    write_bytes(dir / "state.json", pristine);
+    testing::reseal(dir, [&](json& j) { j["extra"] = extra; });
+    expect_refused([&] { load_checkpoint(dir); }, dir / "state.json", problem);
+  }
 }
 
 /// Bits of every parameter and the optimizer's state count, to see that a refusal changed nothing.
@@ -786,7 +847,7 @@ TEST(Checkpoint, SaveRefusesNonFiniteValues) {
   expect_refused([&] { save_checkpoint(tmp.path(), *t.model, *t.opt, state_at(2)); },
                  checkpoint_dir(tmp.path(), 2).parent_path(), "tensor 'ln_f.bias' holds NaN or infinity");
   EXPECT_EQ(steps_of(tmp.path()), std::vector<int64_t>{1});
-  EXPECT_EQ(entries_of(checkpoints_dir(tmp.path())), std::vector<std::string>{"step_000001"});
+  EXPECT_EQ(entries_of(tmp.path()), std::vector<std::string>{"step_000001"});
   {
     torch::NoGradGuard no_grad;
     t.model->named_parameters()["ln_f.bias"][3] = 0.0;
@@ -794,7 +855,7 @@ TEST(Checkpoint, SaveRefusesNonFiniteValues) {
         *t.opt->state().at(t.model->named_parameters()["wpe.weight"].unsafeGetTensorImpl()));
     state.exp_avg_sq()[0][0] = INFINITY;
   }
-  expect_refused([&] { save_checkpoint(tmp.path(), *t.model, *t.opt, state_at(2)); }, checkpoints_dir(tmp.path()),
+  expect_refused([&] { save_checkpoint(tmp.path(), *t.model, *t.opt, state_at(2)); }, tmp.path(),
                  "tensor 'exp_avg_sq.wpe.weight' holds NaN or infinity");
   EXPECT_EQ(steps_of(tmp.path()), std::vector<int64_t>{1});
 }
@@ -802,7 +863,7 @@ TEST(Checkpoint, SaveRefusesNonFiniteValues) {
 TEST(Checkpoint, ListsCheckpointsByNumericStep) {
   TempDir tmp;
   for (const char* name : {"step_000010", "step_1000000", "step_000002", ".tmp.step_000011", "notes"}) {
-    make_dirs(checkpoints_dir(tmp.path()) / name);
+    make_dirs(tmp.path() / name);
   }
   EXPECT_EQ(steps_of(tmp.path()), (std::vector<int64_t>{2, 10, 1000000}));
   EXPECT_EQ(checkpoint_dir(tmp.path(), 1234567).filename(), "step_1234567");

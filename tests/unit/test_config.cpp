@@ -107,7 +107,7 @@ TEST_F(ConfigTest, ImpossibleValuesNameTheKey) {
   EXPECT_NE(error_of("run.yaml", {"attention.backend=sdpa"}).find("model.arm 'combo2'"), std::string::npos);
   EXPECT_EQ(error_of("run.yaml", {"optim.beta2=1"}), "optim.beta2: must lie in [0, 1)");
   EXPECT_EQ(error_of("run.yaml", {"model.routing_gate=sparse"}),
-            "model.routing_gate: unknown gate form 'sparse'; valid: none, norm, projection");
+            "model.routing_gate: 'sparse' is not one of none, norm, projection");
   EXPECT_EQ(error_of("tier.yaml"), "data.train: required (a glob of llm.c-format train shards)");
 }
 

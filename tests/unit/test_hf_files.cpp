@@ -2,6 +2,8 @@
 // transformers: the layout conversions of import-hf against index arithmetic, the refusals (each
 // naming the culprit), the run-directory rules of import and export, GPT-2's tokenizer files from a
 // hand-made rank file. The comparison with transformers itself is tests/e2e/test_hf_interop.cpp.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -13,6 +15,7 @@
 #include "attnlab/hf_interop.h"
 #include "attnlab/init.h"
 #include "attnlab/run_config.h"
+#include "attnlab/run_dir.h"
 #include "unit/shard_files.h"
 
 namespace attnlab {
@@ -115,7 +118,7 @@ TEST_F(HfFiles, NeoxQkvRowsAreRegroupedPerPartAndTheHeadIsPadded) {
   EXPECT_EQ(m.model_type, "gpt_neox");
   EXPECT_TRUE(m.config.parallel_residual);
   EXPECT_TRUE(m.config.untied_head);
-  EXPECT_EQ(m.config.gelu, "erf");
+  EXPECT_EQ(m.config.gelu, GeluKind::erf);
   EXPECT_EQ(m.config.rotary_dims(), 2);
   const auto p = m.model->named_parameters();
   // attnlab row part * D + h * hd + i holds GPT-NeoX row h * 3 hd + part * hd + i.
@@ -139,7 +142,7 @@ TEST_F(HfFiles, Gpt2Conv1dWeightsAreTransposedAndOldNamesAndBuffersAccepted) {
   const auto m = read_hf_model(path("gpt2"));
   EXPECT_FALSE(m.config.untied_head);
   EXPECT_EQ(m.config.rotary_dims(), 0);
-  EXPECT_EQ(m.config.gelu, "tanh");
+  EXPECT_EQ(m.config.gelu, GeluKind::tanh);
   const auto p = m.model->named_parameters();
   const auto fc = p["h.0.mlp.c_fc.weight"];  // [4D, D] from Conv1D [D, 4D]
   for (int64_t out = 0; out < 4 * D; out += 5)
@@ -209,6 +212,27 @@ TEST_F(HfFiles, ShardedWeightsAreReadThroughTheirIndex) {
   for (const auto& item : a) EXPECT_TRUE(torch::equal(item.value(), b[item.key()])) << item.key();
 }
 
+// import-hf holds the run directory's lock while it writes its checkpoints, as a trainer does, and
+// lets go when it is done (the claim's RunWriter used to be dropped at once, leaving it unheld).
+TEST_F(HfFiles, ImportHoldsTheRunDirectoryWhileItWrites) {
+  for (const char* step : {"step0", "step10"}) write_dir(path(std::string("held/") + step), neox_config(), neox_tensors());
+  const RunDir run(path("held_run"));
+  std::vector<int64_t> held_at;
+  HfImportOptions options;
+  options.after_save = [&](int64_t step) {
+    const auto holder = run.holder();
+    ASSERT_TRUE(holder.has_value()) << "nobody holds the directory after step " << step << " was written";
+    EXPECT_EQ(holder->pid, static_cast<int64_t>(::getpid()));
+    const auto refused = error_of([&] { run.claim(run.config(), /*must_be_new=*/false); });
+    EXPECT_NE(refused.find("is held by"), std::string::npos) << refused;
+    held_at.push_back(step);
+  };
+  import_hf(path("held"), run.path(), options);
+  EXPECT_EQ(held_at, (std::vector<int64_t>{0, 10}));
+  EXPECT_FALSE(run.holder().has_value());  // released once the import is done
+  EXPECT_EQ(run.checkpoints().size(), 2u);
+}
+
 TEST_F(HfFiles, ImportWritesANewRunOfStepsAndRefusesWhatWouldLoseOrMislabelData) {
   for (const char* step : {"step0", "step512", "step_1000"}) write_dir(path(std::string("series/") + step), neox_config(), neox_tensors());
   fs::create_directories(path("series/.cache"));  // hidden: skipped
@@ -220,8 +244,9 @@ TEST_F(HfFiles, ImportWritesANewRunOfStepsAndRefusesWhatWouldLoseOrMislabelData)
   EXPECT_EQ(cfg.tier, "imported");
   EXPECT_TRUE(cfg.model.untied_head);
   EXPECT_NE(cfg.data.val.find("--set data.val"), std::string::npos);  // a placeholder that says what to do
-  const auto ckpt = load_checkpoint(checkpoint_dir(path("run"), 512), false);
-  EXPECT_EQ(ckpt.state.extra["imported_from"]["model_type"], "gpt_neox");
+  const auto ckpt = load_checkpoint(RunDir(path("run")).checkpoint_path(512), false);
+  ASSERT_TRUE(ckpt.state.trainer.imported_from.has_value());
+  EXPECT_EQ(ckpt.state.trainer.imported_from->model_type, "gpt_neox");
 
   // An existing run is never written into; a failed import leaves nothing behind.
   EXPECT_NE(error_of([&] { import_hf(path("series"), path("run")); }).find("not empty"), std::string::npos);

@@ -215,7 +215,6 @@ TEST(JsonReaders, ADamagedNewestStateJsonFallsBackToThePreviousCheckpoint) {
       t.step();
       TrainState s;
       s.step = step, s.tokens_seen = 32 * step, s.data_position = step;
-      s.config = {{"seed", 1}};
       save_checkpoint(run, *t.model, *t.opt, s, RetentionPolicy{10});
     }
     const fs::path newest = checkpoint_dir(run, 2);

@@ -232,7 +232,7 @@ TEST_F(ReportTest, NotInThisSweepIsOneLineAndUnfinishedArmsKeepTheirRow) {
   ASSERT_EQ(g2["not_in_sweep"].size(), 8u);
   EXPECT_EQ(g2["not_in_sweep"][0]["id"], "filtering_proj");
   EXPECT_EQ(g2["not_in_sweep"][0]["missing_arms"], nlohmann::json::array({"combo2"}));
-  const auto& diffs = report_csv(report).at("differences.csv");
+  const auto diffs = report_csv(report).at("differences.csv");
   EXPECT_NE(diffs.find("t2,,filtering_norm,"), std::string::npos);
   EXPECT_EQ(diffs.find("t2,,gain_norm_gate,"), std::string::npos) << diffs;
   EXPECT_EQ(report_csv(report).at("pairs.csv").find("t2,,gain_norm_gate,"), std::string::npos);
@@ -240,36 +240,86 @@ TEST_F(ReportTest, NotInThisSweepIsOneLineAndUnfinishedArmsKeepTheirRow) {
 
 TEST_F(ReportTest, PairedTIntervalPValueAndSeedsNeededInEveryRendering) {
   // zero option over t1's seeds: 0.020, 0.010, 0.010. scipy.stats.ttest_1samp: 95% interval
-  // [-0.0010088424324982068, 0.027675509099164875], p 0.05719095841793663; 4 seeds would exclude 0.
+  // [-0.0010088424324982068, 0.027675509099164875], p 0.05719095841793663; 4 seeds would exclude 0,
+  // and 4 give 80% power (a scan of n with scipy.stats.nct). Holm over t1's ten t p-values (scipy,
+  // then a plain loop): p = 0.0572 is the second smallest, after filtering_proj's 0.00409 -> 9 x
+  // 0.0572 = 0.5147186257613671. Sign flip: all three positive and no other signs reach the sum, so
+  // 2 of 8 assignments: 0.25, the floor at n = 3; Wilcoxon: R+ = 6, the largest: 2 / 8 = 0.25.
   // t2: one seed, so none of them.
   const auto report = build_report(dir(), false);
   const auto md = report_markdown(report);
-  EXPECT_NE(md.find("| zero-option increment | L(baseline) - L(sink_logit) | +0.0133 | 0.0058 | [-0.0010, +0.0277] "
-                    "| 0.057 | 3/3 | 3 | 4 |"),
+  EXPECT_NE(md.find("| quantity | definition | mean | sd | 95% CI | p (t) | p Holm | p sign-flip | p Wilcoxon | same sign "
+                    "| n | seeds for CI to exclude 0 | seeds for 80% power |"),
             std::string::npos) << md;
-  EXPECT_NE(md.find("| zero-option increment | L(baseline) - L(sink_logit) | +0.0100 | n/a | n/a | n/a | 1/1 | 1 | n/a |"),
+  EXPECT_NE(md.find("| zero-option increment | L(baseline) - L(sink_logit) | +0.0133 | 0.0058 | [-0.0010, +0.0277] "
+                    "| 0.057 | 0.515 | 0.250 (floor) | 0.250 (floor) | 3/3 | 3 | 4 | 4 |"),
+            std::string::npos) << md;
+  EXPECT_NE(md.find("| zero-option increment | L(baseline) - L(sink_logit) | +0.0100 | n/a | n/a | n/a | n/a | n/a | n/a "
+                    "| 1/1 | 1 | n/a | n/a |"),
             std::string::npos) << md;
   const auto j = report_json(report);
-  const auto& t = j["groups"][0]["differences"][0]["paired_t"];
+  const auto& zero = j["groups"][0]["differences"][0];
+  const auto& t = zero["paired_t"];
   EXPECT_NEAR(t["ci"][0].get<double>(), -0.0010088424324982068, 1e-12);
   EXPECT_NEAR(t["ci"][1].get<double>(), 0.027675509099164875, 1e-12);
   EXPECT_NEAR(t["p_value"].get<double>(), 0.05719095841793663, 1e-10);
+  EXPECT_NEAR(t["p_value_holm"].get<double>(), 0.5147186257613671, 1e-9);
   EXPECT_EQ(t["seeds_needed"], 4);
+  EXPECT_EQ(t["seeds_for_power"], 4);
+  EXPECT_EQ(t["power"], 0.8);
   EXPECT_EQ(t["df"], 2);
-  const auto& one = j["groups"][1]["differences"][0]["paired_t"];
-  EXPECT_TRUE(one["ci"].is_null());
-  EXPECT_TRUE(one["p_value"].is_null());
-  EXPECT_TRUE(one["seeds_needed"].is_null());
-  EXPECT_TRUE(j["groups"][1]["differences"][0]["stats"]["sd"].is_null());
-  const auto& csv = report_csv(report).at("differences.csv");
-  EXPECT_NE(csv.find("n,mean,sd,same_sign,ci95_low,ci95_high,p_value,seeds_needed"), std::string::npos) << csv;
-  // t2's one seed: the sd and the four test cells are empty, not 0 and not "nan".
+  EXPECT_EQ(zero["sign_flip"]["p_value"], 0.25);
+  EXPECT_EQ(zero["sign_flip"]["p_floor"], 0.25);
+  EXPECT_EQ(zero["sign_flip"]["assignments"], 8);
+  EXPECT_EQ(zero["wilcoxon"]["p_value"], 0.25);
+  EXPECT_EQ(zero["wilcoxon"]["r_plus"], 6.0);
+  EXPECT_EQ(zero["wilcoxon"]["method"], "exact");
+  EXPECT_EQ(j["groups"][0]["holm_family"].size(), 10u);  // every difference of t1 has a t p-value
+  EXPECT_TRUE(j["groups"][1]["holm_family"].empty());    // t2's only difference has one seed
+  const auto& one = j["groups"][1]["differences"][0];
+  for (const char* key : {"ci", "p_value", "p_value_holm", "seeds_needed", "seeds_for_power"})
+    EXPECT_TRUE(one["paired_t"][key].is_null()) << key;
+  EXPECT_TRUE(one["sign_flip"]["p_value"].is_null());
+  EXPECT_TRUE(one["wilcoxon"]["p_value"].is_null());
+  EXPECT_EQ(one["sign_flip"]["p_floor"], 1.0);  // why: one seed, the exact tests cannot go below 1
+  EXPECT_TRUE(one["stats"]["sd"].is_null());
+  const auto csv = report_csv(report).at("differences.csv");
+  EXPECT_NE(csv.find("n,mean,sd,same_sign,ci95_low,ci95_high,p_value,seeds_needed,p_value_holm,seeds_for_power,"
+                     "p_sign_flip,p_wilcoxon,exact_p_floor"),
+            std::string::npos) << csv;
+  // t2's one seed: the sd and every test cell are empty, not 0 and not "nan"; the floor is 1.
   const std::string t2_row = "t2,,zero_option,zero-option increment,L(baseline) - L(sink_logit),1,";
   const auto at = csv.find(t2_row);
   ASSERT_NE(at, std::string::npos) << csv;
   const auto line = csv.substr(at, csv.find('\n', at) - at);
-  EXPECT_EQ(line.substr(line.size() - 7), ",,1,,,,") << line;
+  EXPECT_EQ(line.substr(line.size() - 13), ",,1,,,,,,,,,1") << line;
   EXPECT_EQ(line.find("nan"), std::string::npos) << line;
+  const std::string t1_zero = "t1,,zero_option,zero-option increment,L(baseline) - L(sink_logit),3,";
+  const auto t1_at = csv.find(t1_zero);
+  ASSERT_NE(t1_at, std::string::npos) << csv;
+  const auto t1_line = csv.substr(t1_at, csv.find('\n', t1_at) - t1_at);
+  EXPECT_EQ(t1_line.substr(t1_line.size() - 15), ",4,0.25,0.25,0.25") << t1_line;  // power, sign flip, Wilcoxon, floor
+}
+
+TEST_F(ReportTest, TwoSeedsHaveNoExactTestAndHolmCoversTheTable) {
+  // proj_gate's gain has two seeds (0.010, 0.015): its exact tests could only give 0.5 or 1, so n/a;
+  // the t p 0.1257 (scipy) is Holm-adjusted to 1 with the table's nine others. filtering_proj
+  // (0.009, 0.008, 0.010) has the smallest p, 0.00409, so its Holm p is 10 x 0.00409 = 0.0409.
+  const auto report = build_report(dir(), false);
+  const auto md = report_markdown(report);
+  EXPECT_NE(md.find("| standalone gain proj_gate | L(baseline) - L(proj_gate) | +0.0125 | 0.0035 | "), std::string::npos) << md;
+  EXPECT_NE(md.find("| 0.126 | 1.000 | n/a | n/a | 2/2 | 2 | 3 | 3 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 0.004 | 0.041 | 0.250 (floor) | 0.250 (floor) | 3/3 | 3 | 2 | 3 |"), std::string::npos) << md;
+  const auto& g = group(report, "t1");
+  EXPECT_NEAR(*diff(g, "filtering_proj").p_holm, 0.040899966895204365, 1e-10);
+  EXPECT_EQ(*diff(g, "gain_proj_gate").p_holm, 1.0);
+  EXPECT_FALSE(diff(g, "gain_proj_gate").tests.sign_flip.has_value());
+  EXPECT_EQ(*diff(g, "gain_proj_gate").tests.exact_p_floor, 0.5);
+  // renorm (-0.002, -0.005, 0.001): |sum| 0.006 is reached by 4 of 8 sign assignments (+-(2, 5, 1),
+  // +-(2, 5, -1) in 1e-3) -> 0.5; R+ = 1 (the rank of 0.001): P(R+ <= 1) = 2 / 8 -> p 0.5.
+  EXPECT_NE(md.find("| routing control renorm | L(baseline) - L(renorm) | -0.0020 | 0.0030 | [-0.0095, +0.0055] | 0.368 "
+                    "| 1.000 | 0.500 | 0.500 | 2/3 | 3 | 12 | 20 |"),
+            std::string::npos) << md;
 }
 
 TEST_F(ReportTest, MarkdownListsUnfinishedRunsAndTheNumbers) {
@@ -278,8 +328,8 @@ TEST_F(ReportTest, MarkdownListsUnfinishedRunsAndTheNumbers) {
            "- t1/proj_gate/s3: partial at step 50",
            "- t1/sink_token/s2: not started",
            "- t2/sink_logit/s2: stale: final.json is from config old-hash, the sweep expects hash",
-           "| zero-option increment | L(baseline) - L(sink_logit) | +0.0133 | 0.0058 | [-0.0010, +0.0277] | 0.057 | 3/3 | 3 | 4 |",
-           "| routing control renorm | L(baseline) - L(renorm) | -0.0020 | 0.0030 | [-0.0095, +0.0055] | 0.368 | 2/3 | 3 | 12 |",
+           "| zero-option increment | L(baseline) - L(sink_logit) | +0.0133 | 0.0058 | [-0.0010, +0.0277] | 0.057 | 0.515 "
+           "| 0.250 (floor) | 0.250 (floor) | 3/3 | 3 | 4 | 4 |",
            "Not in this sweep: filtering increment (norm), filtering increment (projection), standalone gain",
            "standalone gain off_by_one: seed 3 not paired (different validation data",
            "Best arm: **sink_token** (4.1245 ± 0.0375 (n=2))",

@@ -12,6 +12,7 @@
 #include "attnlab/param_groups.h"
 #include "attnlab/run_dir.h"
 #include "attnlab/run_state.h"
+#include "attnlab/shards.h"
 #include "attnlab/trained_run.h"
 #include "unit/shard_files.h"
 
@@ -217,9 +218,12 @@ TEST(Metrics, ReadsValidationPointsAndActivationRecordsAndSkipsACutLine) {
   capture.layers.push_back(a);
   {
     MetricsLog log(tmp.file("metrics.jsonl"), -1);
-    log.append({{"step", 1}, {"tokens", 8}, {"val_loss", nullptr}});
-    log.append({{"step", 2}, {"tokens", 16}, {"val_loss", 4.5}});
-    log.append({{"type", "activations"}, {"step", 2}, {"layers", layers_json(capture)}});
+    StepRecord step;
+    step.step = 1, step.tokens = 8;
+    log.append(step);
+    step.step = 2, step.tokens = 16, step.val_loss = 4.5;
+    log.append(step);
+    log.append(ActivationRecord{2, 1, {}, capture});
   }
   std::ofstream(tmp.file("metrics.jsonl"), std::ios::app) << "{\"step\": 3, \"val_lo";  // a crash mid-line
   const auto h = read_metrics(tmp.file("metrics.jsonl"));
@@ -234,6 +238,65 @@ TEST(Metrics, ReadsValidationPointsAndActivationRecordsAndSkipsACutLine) {
   EXPECT_TRUE(read_metrics(tmp.file("metrics.jsonl")).validation.empty());
   std::ofstream(tmp.file("bad.jsonl")) << R"({"type": "activations", "step": 4, "layers": [{"layer": 0}]})" "\n";
   EXPECT_THROW(read_metrics(tmp.file("bad.jsonl")), FileError);
+}
+
+// The typed records are written byte for byte as the trainer wrote its hand-made JSON before they were
+// typed (the lines below are that writer's output), and read back.
+TEST(Metrics, TypedRecordsWriteTheTrainersLinesAndReadBack) {
+  const StepRecord step{12, 3072, 4.125, std::nullopt, 3.0e-4, 0.8125, 12345.6789, 10.5, 0.0123};
+  EXPECT_EQ(to_json(step).dump(), R"({"elapsed_s":10.5,"grad_norm":0.8125,"lr":0.0003,"mfu":0.0123,"step":12,)"
+                                  R"("tokens":3072,"tokens_per_s":12345.6789,"train_loss":4.125,"val_loss":null})");
+  StepRecord evaluated = step;
+  evaluated.step = 13, evaluated.val_loss = 3.75, evaluated.mfu.reset();  // a CPU run: no MFU key
+  EXPECT_EQ(to_json(evaluated).dump(), R"({"elapsed_s":10.5,"grad_norm":0.8125,"lr":0.0003,"step":13,"tokens":3072,)"
+                                       R"("tokens_per_s":12345.6789,"train_loss":4.125,"val_loss":3.75})");
+  const ScheduleChange change{20, 20, 100, 7.3e-05, 5.8e-04};
+  EXPECT_EQ(to_json(change).dump(), R"({"next_lr":0.00058,"next_lr_before":7.3e-05,"step":20,"total_steps":100,)"
+                                    R"("total_steps_before":20,"type":"schedule_change"})");
+  ActivationCapture capture;
+  LayerActivations a;
+  a.layer = 0, a.peak.max_abs = 3.0, a.peak_sequence = 1, a.peak_position = 2;
+  capture.layers.push_back(a);
+  const ActivationRecord activations{13, 4, {100.0, 1000.0}, capture};
+  const auto j = to_json(activations);
+  EXPECT_EQ(j["type"], "activations");
+  EXPECT_EQ(j["probe_sequences"], 4);
+  EXPECT_EQ(j["massive"].dump(), R"({"min_max":100.0,"min_ratio":1000.0})");
+  EXPECT_EQ(j["layers"], layers_json(capture));
+
+  TempDir tmp;
+  {
+    MetricsLog log(tmp.file("metrics.jsonl"), -1);
+    log.append(change);
+    log.append(step);
+    log.append(evaluated);
+    log.append(activations);
+  }
+  // A record of a type this build does not know (a later build's) is skipped, not read as a step.
+  std::ofstream(tmp.file("metrics.jsonl"), std::ios::app) << R"({"type": "window", "step": 14, "val_loss": 1.0})" "\n";
+  const auto h = read_metrics(tmp.file("metrics.jsonl"));
+  ASSERT_EQ(h.schedule_changes.size(), 1u);
+  EXPECT_EQ(h.schedule_changes[0].step, 20);
+  EXPECT_EQ(h.schedule_changes[0].total_steps_before, 20);
+  EXPECT_EQ(h.schedule_changes[0].total_steps, 100);
+  EXPECT_EQ(h.schedule_changes[0].next_lr_before, 7.3e-05);
+  EXPECT_EQ(h.schedule_changes[0].next_lr, 5.8e-04);
+  ASSERT_EQ(h.training.size(), 2u);  // the schedule change is no step record
+  EXPECT_EQ(h.training[0].step, 12);
+  EXPECT_EQ(h.training[1].train_loss, 4.125);
+  ASSERT_EQ(h.validation.size(), 1u);
+  EXPECT_EQ(h.validation[0].step, 13);
+  EXPECT_EQ(h.validation[0].val_loss, 3.75);
+  ASSERT_EQ(h.activations.size(), 1u);
+  EXPECT_EQ(h.activations[0].layers[0].peak_position, 2);
+
+  std::ofstream(tmp.file("bad.jsonl")) << R"({"type": "schedule_change", "step": 4, "total_steps": 9})" "\n";
+  try {
+    read_metrics(tmp.file("bad.jsonl"));
+    ADD_FAILURE() << "an incomplete schedule_change record was read";
+  } catch (const FileError& e) {
+    EXPECT_NE(std::string(e.what()).find("total_steps_before"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Outputs, EachFileIsWrittenWholeAndNothingIsLeftBehind) {
@@ -271,8 +334,8 @@ class OpenTrained : public ::testing::Test {
     opt.step();
     TrainState state;
     state.step = 3, state.tokens_seen = 3 * 8;  // 3 steps of 2 x 4 tokens: state.json checks tokens_seen >= step
-    state.config = to_json(cfg_);
-    save_checkpoint(run(), *model, opt, state);
+    state.config = cfg_;
+    save_checkpoint(RunDir(run()).checkpoints_path(), *model, opt, state);
   }
   fs::path run() const { return tmp_.file("run"); }
   TempDir tmp_;
@@ -321,6 +384,46 @@ TEST_F(OpenTrained, OptimizerStateWhenAskedAndClearErrorsOtherwise) {
   o.tokens.length = 0;
   const auto lone = RunDir(run()).checkpoints().back().dir / "model.safetensors";
   EXPECT_NO_THROW(open_trained(lone, o));  // the file carries its run's config in its metadata
+}
+
+// The one rule for a run's tokenizer (docs/data.md, "The run's tokenizer"), which sample and export-hf
+// both follow: the tokenizer.json beside the train or val shards, else GPT-2 BPE for GPT-2's
+// vocabulary (llm.c's shards come without one), else unknown.
+TEST(RunTokenizer, TheTokenizerJsonBesideTheShardsElseGpt2ForItsVocabularyElseUnknown) {
+  TempDir tmp;
+  fs::create_directories(tmp.file("bytes"));
+  fs::create_directories(tmp.file("plain"));
+  tmp.write_text("bytes/tokenizer.json", R"({"tokenizer": "bytes", "vocab_size": 257, "eot": 256})");
+  RunConfig cfg;
+  cfg.data.train = tmp.file("plain/x_train_*.bin");
+  cfg.data.val = tmp.file("bytes/x_val_*.bin");
+  const auto beside_val = run_tokenizer(cfg, 257);  // the train shards' directory has none: the val shards'
+  EXPECT_EQ(beside_val.tokenizer, "bytes");
+  EXPECT_EQ(beside_val.eot, 256);
+  EXPECT_FALSE(beside_val.assumed);
+  EXPECT_EQ(beside_val.file, tmp.file("bytes/tokenizer.json"));
+
+  cfg.data.val = tmp.file("plain/x_val_*.bin");
+  const auto gpt2 = run_tokenizer(cfg, kGpt2VocabSize);
+  EXPECT_EQ(gpt2.tokenizer, "gpt2");
+  EXPECT_EQ(gpt2.vocab_size, 50257);
+  EXPECT_EQ(gpt2.eot, 50256);
+  EXPECT_TRUE(gpt2.assumed);
+  EXPECT_EQ(run_tokenizer(cfg, 257).tokenizer, "unknown");
+  EXPECT_EQ(run_tokenizer(std::nullopt, kGpt2VocabSize).tokenizer, "gpt2");  // a lone model file
+  EXPECT_EQ(run_tokenizer(std::nullopt, 300).tokenizer, "unknown");
+  cfg.data.train = cfg.data.val = tmp.file("elsewhere/x_*.bin");  // shards not here: nothing to read, the same rule
+  EXPECT_EQ(run_tokenizer(cfg, kGpt2VocabSize).tokenizer, "gpt2");
+  EXPECT_EQ(run_tokenizer(cfg, 257).tokenizer, "unknown");
+
+  cfg.data.train = tmp.file("plain/x_train_*.bin");
+  tmp.write_text("plain/tokenizer.json", "{");  // damaged: an error naming it, never a guess
+  try {
+    run_tokenizer(cfg, 257);
+    ADD_FAILURE() << "a damaged tokenizer.json was read";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find(tmp.file("plain/tokenizer.json")), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

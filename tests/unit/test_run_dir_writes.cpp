@@ -21,7 +21,11 @@ using namespace std::chrono_literals;
 using testing::in_child;
 using testing::TempDir;
 
-nlohmann::json step_record(int64_t step) { return {{"step", step}, {"train_loss", 4.0}, {"val_loss", nullptr}}; }
+StepRecord step_record(int64_t step) {
+  StepRecord r;
+  r.step = step, r.train_loss = 4.0;
+  return r;
+}
 
 // Every line of the file, parsed; a line that does not parse fails the test.
 std::vector<int64_t> logged_steps(const fs::path& file) {
@@ -38,7 +42,7 @@ std::vector<int64_t> logged_steps(const fs::path& file) {
 TEST(MetricsWrites, AnAppendThatKeepsFailingStopsNamingTheFileAndTheErrorAndKeepsEveryWholeLine) {
   TempDir tmp;
   const fs::path file = tmp.file("metrics.jsonl");
-  const size_t line_bytes = step_record(1).dump().size() + 1;
+  const size_t line_bytes = to_json(step_record(1)).dump().size() + 1;
   const size_t limit = 7 * line_bytes + 5;  // room for 7 lines and a piece of the 8th
   const auto said = nlohmann::json::parse(in_child([&] {
     std::vector<int64_t> waits_ms;

@@ -83,8 +83,9 @@ def read_scalars(log_dir):
     return acc, found
 
 
-@unittest.skipUnless(HAVE_TENSORBOARD, NO_TENSORBOARD)
-class TensorBoardEvents(unittest.TestCase):
+class InTempRoot(unittest.TestCase):
+    """A fresh directory per test: self.root, with the TensorBoard log directory self.tb in it."""
+
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.root = self.tmp.name
@@ -92,6 +93,10 @@ class TensorBoardEvents(unittest.TestCase):
 
     def tearDown(self):
         self.tmp.cleanup()
+
+
+@unittest.skipUnless(HAVE_TENSORBOARD, NO_TENSORBOARD)
+class TensorBoardEvents(InTempRoot):
 
     def assert_scalars(self, found, expected):
         self.assertEqual(set(found), set(expected))
@@ -162,6 +167,37 @@ class TensorBoardEvents(unittest.TestCase):
         _, found = read_scalars(os.path.join(self.tb, "live"))
         self.assert_scalars(found, EXPECTED)
 
+    def test_two_runs_of_one_name_in_one_log_directory_are_refused(self):
+        # Watched one at a time, .../baseline/s1 and .../sink_logit/s1 are both named s1.
+        first = make_run(self.root, "sweep/baseline/s1", LINES[1:])
+        second = make_run(self.root, "sweep/sink_logit/s1", [dict(line, train_loss=1.0) for line in LINES[1:]])
+        rename = lambda arg: json.dumps(dict(json.loads(arg), name="s1"))  # noqa: E731
+        self.assertEqual(wm.main(["--tensorboard", self.tb, "--run", rename(first)]), 0)
+        self.assertEqual(wm.main(["--tensorboard", self.tb, "--run", rename(first)]), 0)  # the same run again
+        with self.assertRaises(SystemExit) as refused:
+            wm.main(["--tensorboard", self.tb, "--run", rename(second)])
+        message = str(refused.exception)
+        for words in ("sweep/baseline/s1", "sweep/sink_logit/s1", "same name 's1'", "common parent"):
+            self.assertIn(words, message)
+        _, found = read_scalars(os.path.join(self.tb, "s1"))  # the first run's, unmixed
+        self.assertEqual(found[("loss/train", 1)], 8.25)
+        self.assertEqual(found[("loss/train", 2)], 7.5)
+        # Named by their paths below the common parent, both are written.
+        self.assertEqual(wm.main(["--tensorboard", self.tb, "--run", first, "--run", second]), 0)
+        _, found = read_scalars(os.path.join(self.tb, "sweep/sink_logit/s1"))
+        self.assertEqual(found[("loss/train", 2)], 1.0)
+
+    def test_a_schedule_change_is_a_scalar_at_its_step(self):
+        change = {"type": "schedule_change", "step": 1, "total_steps_before": 2, "total_steps": 4,
+                  "next_lr_before": 1e-4, "next_lr": 2e-4}
+        run = make_run(self.root, "r", [LINES[1], change, LINES[2]])
+        self.assertEqual(wm.main(["--tensorboard", self.tb, "--run", run]), 0)
+        _, found = read_scalars(os.path.join(self.tb, "r"))
+        self.assertEqual(found[("schedule/total_steps", 1)], 4)
+        self.assertEqual(found[("schedule/total_steps_before", 1)], 2)
+        self.assertAlmostEqual(found[("schedule/next_lr", 1)], 2e-4, delta=1e-10)
+        self.assertNotIn(("other/total_steps", 1), found)
+
     def test_bad_arguments_are_refused(self):
         with self.assertRaises(SystemExit):
             wm.main(["--run", '{"name": "x", "dir": "y"}'])  # neither --tensorboard nor --wandb
@@ -198,6 +234,8 @@ class WandbRuns(unittest.TestCase):
         self.assertEqual(len(fake.runs), 1)
         r = fake.runs[0]
         self.assertEqual(r.kwargs["mode"], "offline")
+        self.assertRegex(r.kwargs["id"], r"^attnlab-[0-9a-f]{16}$")  # the same for every watch of the run
+        self.assertEqual(r.kwargs["resume"], "allow")
         self.assertEqual(r.kwargs["group"], "demo")
         self.assertEqual(r.kwargs["config"], {"arm": "baseline", "seed": 2, "tier": "micro", "variant": ""})
         self.assertTrue(r.finished)

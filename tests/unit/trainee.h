@@ -12,6 +12,7 @@
 #include "attnlab/init.h"
 #include "attnlab/model.h"
 #include "attnlab/param_groups.h"
+#include "attnlab/run_config.h"
 
 namespace attnlab::testing {
 
@@ -24,6 +25,18 @@ inline ModelConfig tiny_config(const std::string& arm = "baseline") {
   cfg.n_head = 2;
   cfg.vocab_size = 64;
   cfg.block_size = 16;
+  return cfg;
+}
+
+/// A run config of tiny_config(arm) that passes validate(): what a checkpoint's state.json records.
+inline RunConfig tiny_run_config(const std::string& arm = "baseline") {
+  RunConfig cfg;
+  cfg.model = tiny_config(arm);
+  cfg.data.train = "data/tiny_train_*.bin";
+  cfg.data.val = "data/tiny_val_*.bin";
+  cfg.train.batch_size = 2;
+  cfg.train.seq_len = 16;
+  cfg.train.max_steps = 10;
   return cfg;
 }
 

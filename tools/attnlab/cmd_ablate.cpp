@@ -1,4 +1,4 @@
-// `attnlab ablate --checkpoint <dir> --layer l --channels c,..|top:k|random:k --mode zero|mean|scale:a
+// `attnlab ablate --checkpoint <dir> --residual l --channels c,..|top:k|random:k --mode zero|mean|scale:a
 // --out <dir>`: one forward and backward pass with and without the edit at the sink token, and the
 // matched-rms ceiling experiment at the same layer (SPEC section 5).
 #include <algorithm>
@@ -18,7 +18,7 @@ void add_ablate_command(CLI::App& app) {
   struct Args {
     std::string checkpoint;
     OpenOptions open;
-    int64_t layer = 0, position = 0, batch = 0;
+    int64_t residual = 0, position = 0, batch = 0;
     std::string channels, mode = "zero", out;
     uint64_t seed = 0;
     CeilingOptions ceiling;
@@ -28,7 +28,9 @@ void add_ablate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("ablate", "Ablate residual channels at the sink token: rms, grad norm, sink attention, loss; "
                                            "and the matched-rms ceiling experiment");
   cmd->add_option("--checkpoint", args->checkpoint, "Checkpoint directory, or a run directory (its newest)")->required();
-  cmd->add_option("--layer", args->layer, "Residual layer l in [0, n_layer] (after block l; 0 = embedding output)")->required();
+  cmd->add_option("--residual", args->residual, "Residual state l in [0, n_layer] (after block l; 0 = embedding output)")
+      ->required();
+  add_renamed_option(cmd, "--layer", "--residual", "the residual state after block l");
   cmd->add_option("--channels", args->channels, "c1,c2,... | top:k | random:k (random excludes the dominant channel)")
       ->required();
   cmd->add_option("--mode", args->mode, "zero | mean (over the sequence's other positions) | scale:a")->capture_default_str();
@@ -54,17 +56,18 @@ void add_ablate_command(CLI::App& app) {
     args->open.tokens.sequences = (args->batch + 1) * args->open.tokens.batch_size;
     auto run = open_trained(args->checkpoint, args->open);
     const int64_t d = run.model_config.d_model, n_layer = run.model_config.n_layer;
-    if (args->layer < 0 || args->layer > n_layer)
-      throw std::invalid_argument(fmt::format("--layer {} outside [0, {}] (n_layer = {})", args->layer, n_layer, n_layer));
+    if (args->residual < 0 || args->residual > n_layer)
+      throw std::invalid_argument(
+          fmt::format("--residual {} outside [0, {}] (n_layer = {})", args->residual, n_layer, n_layer));
     AblationOptions o;
-    o.layer = args->layer, o.position = args->position, o.seed = args->seed, o.mode = mode;
+    o.layer = args->residual, o.position = args->position, o.seed = args->seed, o.mode = mode;
     o.channels = parse_channel_spec(args->channels, d);
     const Batch& batch = run.batches.back();
     const auto result = ablate(*run.model, batch, o);
     AblationReportInputs report{run.provenance, args->batch, o, result, std::nullopt, args->ceiling};
-    if (!args->no_ceiling && args->layer < n_layer) {
+    if (!args->no_ceiling && args->residual < n_layer) {
       auto& c = report.ceiling_options;
-      c.layer = args->layer, c.position = args->position, c.seed = args->seed;
+      c.layer = args->residual, c.position = args->position, c.seed = args->seed;
       c.top = std::min(c.top, d);
       c.random_k = std::min(c.random_k, d - c.top);
       report.ceiling = rms_ceiling(*run.model, batch, c);

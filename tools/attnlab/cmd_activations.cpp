@@ -34,9 +34,10 @@ void add_activations_command(CLI::App& app) {
   cmd->add_option("--val", args->scan.val, "Validation shard glob (default: each run's data.val)");
   cmd->add_option("--top-k", args->scan.top_k, "Channels listed per state and compared across seeds")
       ->check(positive())->capture_default_str();
-  cmd->add_option("--layer", args->scan.layer,
-                  "Layer of the step x channel heatmap and the tokens x channels map (-1: the layer of the largest "
-                  "final peak)")->capture_default_str();
+  cmd->add_option("--residual", args->scan.layer,
+                  "Residual state l in [0, n_layer] of the step x channel heatmap and the tokens x channels map "
+                  "(-1: the one of the largest final peak)")->capture_default_str();
+  add_renamed_option(cmd, "--layer", "--residual", "the residual state after block l of the maps");
   cmd->add_option("--massive-max", args->scan.massive.min_max, "'Massive': max |x_c| above this ...")->capture_default_str();
   cmd->add_option("--massive-ratio", args->scan.massive.min_ratio, "... and max / median at least this")->capture_default_str();
   cmd->add_flag("--quiet", args->quiet, "No progress lines (they go to stderr, and only when it is a terminal)");

@@ -13,13 +13,19 @@ namespace attnlab::cli {
 void add_arms_command(CLI::App& app) {
   auto cfg = std::make_shared<ModelConfig>();
   cfg->n_layer = 6, cfg->n_head = 6, cfg->d_model = 384, cfg->vocab_size = 50257, cfg->block_size = 1024;
+  auto names_only = std::make_shared<bool>(false);
   auto* cmd = app.add_subcommand("arms", "List the attention arms and the parameters each adds");
+  cmd->add_flag("--names", *names_only, "Print only the arm names, one per line, in registry order (for scripts)");
   cmd->add_option("--n-layer", cfg->n_layer, "Transformer blocks")->capture_default_str();
   cmd->add_option("--n-head", cfg->n_head, "Attention heads")->capture_default_str();
   cmd->add_option("--d-model", cfg->d_model, "Residual width")->capture_default_str();
   cmd->add_option("--vocab-size", cfg->vocab_size, "Vocabulary size")->capture_default_str();
   cmd->add_option("--block-size", cfg->block_size, "Context length")->capture_default_str();
-  cmd->callback([cfg] {
+  cmd->callback([cfg, names_only] {
+    if (*names_only) {
+      for (const auto& spec : all_arms()) std::cout << spec.name << '\n';
+      return;
+    }
     cfg->validate();
     std::cout << fmt::format("model: n_layer={} n_head={} d_model={} head_dim={} vocab={} (padded {})\n\n",
                              cfg->n_layer, cfg->n_head, cfg->d_model, cfg->head_dim(), cfg->vocab_size,
@@ -33,7 +39,7 @@ void add_arms_command(CLI::App& app) {
       const auto arm = c.arm_spec();
       std::cout << fmt::format("| {:<10} | {:<10} | {:<10} | {:<7} | {:>12} | {:>14} | {}\n", arm.name,
                                to_string(arm.sink), to_string(arm.gate),
-                               arm.gate == GateKind::none ? "-" : (arm.slot == GateSlot::value ? "value" : "routing"),
+                               arm.gate == GateKind::none ? "-" : to_string(arm.slot),
                                counts.arm_extra, counts.non_embedding, arm.summary);
     }
   });

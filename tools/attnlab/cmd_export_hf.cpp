@@ -9,6 +9,7 @@
 
 #include "attnlab/hf_interop.h"
 #include "attnlab/shards.h"
+#include "attnlab/trained_run.h"
 #include "commands.h"
 #include "plot_paths.h"
 
@@ -26,18 +27,7 @@ fs::path cached_gpt2_vocabulary() {
   return root / "gpt2" / "gpt2.tiktoken";
 }
 
-// The tokenizer.json beside the run's data.val shards (as `attnlab eval` reads it); unknown (assumed)
-// when there is none, as for llm.c's shards or a run without data.val.
-TokenizerInfo run_tokenizer(const LoadedModel& loaded) {
-  const std::string val = loaded.config.contains("data") ? loaded.config["data"].value("val", "") : "";
-  if (!val.empty()) return read_tokenizer_info(fs::path(val).parent_path().string());
-  TokenizerInfo assumed;
-  assumed.assumed = true;
-  return assumed;
-}
-
-// "auto": GPT-2's files when the run's shards were GPT-2 BPE (their tokenizer.json says so, or, as
-// for llm.c's shards, there is none and the vocabulary is GPT-2's).
+// "auto": GPT-2's files when the run's tokenizer (run_tokenizer, docs/data.md) is GPT-2 BPE.
 fs::path tokenizer_file(const std::string& choice, const LoadedModel& loaded, const TokenizerInfo& info) {
   if (choice == "none") return {};
   if (choice != "auto") return choice;
@@ -46,8 +36,9 @@ fs::path tokenizer_file(const std::string& choice, const LoadedModel& loaded, co
                  loaded.model_config.vocab_size);
     return {};
   }
-  if (!info.assumed && info.tokenizer != "gpt2") {
-    spdlog::info("no tokenizer files: the run's shards are {} tokens ({})", info.tokenizer, info.file);
+  if (info.tokenizer != "gpt2") {
+    spdlog::info("no tokenizer files: the run's shards are {} tokens ({})", info.tokenizer,
+                 info.file.empty() ? "no tokenizer.json" : info.file);
     return {};
   }
   const fs::path file = cached_gpt2_vocabulary();
@@ -78,15 +69,13 @@ void add_export_hf_command(CLI::App& app) {
   cmd->add_option("--modeling-dir", args->modeling_dir,
                   "Directory of configuration_attnlab.py and modeling_attnlab.py (default: python/attnlab_hf of the source tree)");
   cmd->callback([args] {
-    std::vector<std::string> warnings;
-    const auto loaded = load_model(args->checkpoint, &warnings);
-    for (const auto& w : warnings) spdlog::warn("{}", w);
+    const auto loaded = open_model(args->checkpoint);
     HfExportOptions options;
     options.modeling_dir = args->modeling_dir.empty() ? source_tool("../python/attnlab_hf").lexically_normal()
                                                       : fs::path(args->modeling_dir);
-    const TokenizerInfo info = run_tokenizer(loaded);
+    const TokenizerInfo info = run_tokenizer(loaded.config, loaded.model_config.vocab_size);
     options.gpt2_tiktoken = tokenizer_file(args->tokenizer, loaded, info);
-    if (!info.assumed && info.vocab_size == loaded.model_config.vocab_size) options.eot = info.eot;
+    if (info.tokenizer != "unknown" && info.vocab_size == loaded.model_config.vocab_size) options.eot = info.eot;
     const auto r = export_hf(loaded, args->out, options);
     std::cout << fmt::format("{}: {} (step {}, arm {}) exported as {}{}: {}\n", args->out, loaded.source.string(),
                              loaded.step, loaded.model_config.arm, to_string(r.kind),

@@ -36,7 +36,7 @@ void add_import_hf_command(CLI::App& app) {
                              m.rotary_dims() > 0 ? fmt::format("rotary {} of {} dims", m.rotary_dims(), m.head_dim())
                                                  : std::string("learned positions"),
                              m.parallel_residual ? ", parallel residual" : "", m.untied_head ? ", untied head" : "",
-                             m.gelu == "erf" ? ", erf GELU" : "", r.steps.size(), r.steps.front(), r.steps.back());
+                             m.gelu == GeluKind::erf ? ", erf GELU" : "", r.steps.size(), r.steps.front(), r.steps.back());
   });
 }
 

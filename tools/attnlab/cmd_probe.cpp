@@ -1,5 +1,5 @@
 // `attnlab probe --checkpoint <run or file> [--data <val shards>] [--sequences N --length T --seed S]`
-// and `attnlab inject ... --kind K --cutoff C --eps E,... [--layers all|i,j] [--seed S]`: the
+// and `attnlab inject ... --kind K --cutoff C --eps E,... [--blocks all|i,j] [--seed S]`: the
 // trained-model measurements of SPEC section 4 (docs/probes.md).
 #include <iostream>
 #include <memory>
@@ -50,8 +50,8 @@ std::filesystem::path out_dir(const CommonArgs& a) {
   return a.out.empty() ? default_probe_dir(a.checkpoint) : std::filesystem::path(a.out);
 }
 
-// "all" -> {} (every layer); "0,2" -> {0, 2}. Throws naming the bad entry.
-std::vector<int64_t> parse_layers(const std::string& text) {
+// "all" -> {} (every block); "0,2" -> {0, 2}. Throws naming the bad entry.
+std::vector<int64_t> parse_blocks(const std::string& text) {
   if (text == "all") return {};
   std::vector<int64_t> layers;
   std::stringstream in(text);
@@ -64,10 +64,10 @@ std::vector<int64_t> parse_layers(const std::string& text) {
       used = 0;
     }
     if (used == 0 || used != item.size() || l < 0)
-      throw std::invalid_argument("--layers: '" + item + "' is not a layer index (use 'all' or e.g. 0,2)");
+      throw std::invalid_argument("--blocks: '" + item + "' is not a block index (use 'all' or e.g. 0,2)");
     layers.push_back(l);
   }
-  if (layers.empty()) throw std::invalid_argument("--layers: empty list (use 'all' or e.g. 0,2)");
+  if (layers.empty()) throw std::invalid_argument("--blocks: empty list (use 'all' or e.g. 0,2)");
   return layers;
 }
 
@@ -103,10 +103,10 @@ void add_probe_command(CLI::App& app) {
 
 void add_inject_command(CLI::App& app) {
   struct Args : CommonArgs {
-    std::string kind = "structured", cutoff = "median", layers = "all";
+    std::string kind = "structured", cutoff = "median", blocks = "all";
     std::vector<double> eps = {0.2, 0.4, 0.8, 1.6};
     uint64_t seed = 0;
-    bool per_layer = false;
+    bool per_block = false;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("inject", "Validation loss with junk added to quiet value reads before any gate, "
@@ -116,18 +116,21 @@ void add_inject_command(CLI::App& app) {
   cmd->add_option("--cutoff", args->cutoff, "Quiet reads: below the head's median or p25 read norm")->capture_default_str();
   cmd->add_option("--eps", args->eps, "Doses, comma-separated (junk norm = eps x the head's median read norm)")
       ->delimiter(',')->check(non_negative())->capture_default_str();
-  cmd->add_option("--layers", args->layers, "Layers injected together: all, or e.g. 0,2")->capture_default_str();
-  cmd->add_flag("--per-layer", args->per_layer, "Also inject each of those layers alone");
+  cmd->add_option("--blocks", args->blocks, "Blocks (0-based) whose value reads get junk together: all, or e.g. 0,2")
+      ->capture_default_str();
+  add_renamed_option(cmd, "--layers", "--blocks", "the 0-based blocks injected together");
+  cmd->add_flag("--per-block", args->per_block, "Also inject each of those blocks alone");
+  add_renamed_option(cmd, "--per-layer", "--per-block", "each injected block alone", /*is_flag=*/true);
   cmd->add_option("--seed", args->seed, "Seed of the junk draws (the same for every arm)")
       ->check(non_negative())->capture_default_str();
   cmd->callback([args] {
     log_to_stderr("inject");
     InjectOptions o;
-    o.kind = parse_junk_kind(args->kind);
-    o.cutoff = parse_quiet_cutoff(args->cutoff);
+    o.kind = name_table<JunkKind>().parse(args->kind, "--kind");
+    o.cutoff = name_table<QuietCutoff>().parse(args->cutoff, "--cutoff");
     o.eps = args->eps;
-    o.layers = parse_layers(args->layers);
-    o.per_layer = args->per_layer;
+    o.layers = parse_blocks(args->blocks);
+    o.per_layer = args->per_block;
     o.seed = args->seed;
     Progress progress("inject " + args->checkpoint, "forward passes", progress_wanted(args->quiet));
     const auto inject = run_inject(source_of(*args), data_of(*args, progress), o);

@@ -30,7 +30,10 @@ void add_retention_command(CLI::App& app) {
       ->check(positive());
   cmd->add_option("--seq-len", args->open.tokens.length, "Tokens per sequence (default: the run's train.seq_len)")
       ->check(positive());
-  cmd->add_option("--layers", args->retention.layers, "Residual layers L in [1, n_layer] (default: all)")->delimiter(',');
+  cmd->add_option("--residuals", args->retention.layers,
+                  "Residual states L in [1, n_layer] whose writer rows are measured (after block L; default: all)")
+      ->delimiter(',');
+  add_renamed_option(cmd, "--layers", "--residuals", "the residual states after blocks L, written by block L's rows");
   cmd->add_option("--top-k", args->retention.top_k, "Channels per layer: the top k by mean |x_c| at the sink; 0 = all")
       ->capture_default_str();
   cmd->add_option("--position", args->retention.position, "Position whose |x_c| ranks the channels (0: the sink token)")

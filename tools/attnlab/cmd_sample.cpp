@@ -6,19 +6,18 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "attnlab/checkpoint.h"
 #include "attnlab/device.h"
 #include "attnlab/sampler.h"
 #include "attnlab/text_codec.h"
+#include "attnlab/trained_run.h"
 #include "commands.h"
 #include "plot_paths.h"
 
 namespace attnlab::cli {
 namespace {
 
-// The run's tokenizer: --tokenizer (a tokenizer.json or its directory), else the one beside the
-// run's training shards (data.train, relative to where the run was started).
-TokenizerInfo run_tokenizer(const std::string& option, const LoadedModel& loaded) {
+// --tokenizer (a tokenizer.json or its directory), else the run's (run_tokenizer, docs/data.md).
+TokenizerInfo sample_tokenizer(const std::string& option, const LoadedModel& loaded) {
   if (!option.empty()) {
     const std::filesystem::path p(option);
     auto dir = p.filename() == "tokenizer.json" ? p.parent_path() : p;
@@ -27,13 +26,11 @@ TokenizerInfo run_tokenizer(const std::string& option, const LoadedModel& loaded
       throw std::runtime_error("--tokenizer " + option + ": no tokenizer.json there");
     return read_tokenizer_info(dir.string());
   }
-  const auto train = loaded.config.contains("data") ? loaded.config["data"].value("train", std::string()) : "";
-  if (train.empty()) throw std::runtime_error(loaded.source.string() + ": the run's config names no data.train; pass --tokenizer");
   try {
-    return tokenizer_for_pattern(train);
+    return run_tokenizer(loaded.config, loaded.model_config.vocab_size);
   } catch (const DataError& e) {
-    throw std::runtime_error(fmt::format("{} (the run's data.train, relative to where it was trained); run from "
-                                         "there or pass --tokenizer DIR_OR_TOKENIZER_JSON",
+    throw std::runtime_error(fmt::format("{} (the run's shards, relative to where it was trained); run from there or "
+                                         "pass --tokenizer DIR_OR_TOKENIZER_JSON",
                                          e.what()));
   }
 }
@@ -60,20 +57,20 @@ void add_sample_command(CLI::App& app) {
   cmd->add_option("--seed", args->seed, "Seed of the draws: the same seed, the same text")
       ->check(non_negative())->capture_default_str();
   cmd->add_option("--tokenizer", args->tokenizer,
-                  "tokenizer.json (or its directory) to use instead of the one beside the run's data.train shards");
+                  "tokenizer.json (or its directory) to use instead of the run's (docs/data.md)");
   cmd->add_option("--device", args->device, "auto | cpu | cuda")->capture_default_str();
   cmd->add_option("--python", args->python, "Python with tiktoken/sentencepiece (default: the project's venv)");
   cmd->callback([args] {
     // The text alone on stdout (`attnlab sample ... > out.txt`); what is said about it on stderr.
     log_to_stderr("sample");
-    std::vector<std::string> warnings;
-    auto loaded = load_model(args->checkpoint, &warnings);
-    for (const auto& w : warnings) spdlog::warn("{}", w);
+    auto loaded = open_model(args->checkpoint);
     TextCodec codec{args->python.empty() ? venv_python() : std::filesystem::path(args->python),
-                    source_tool("text_codec.py"), run_tokenizer(args->tokenizer, loaded)};
-    if (codec.tokenizer.assumed)  // ids alone cannot become text: which tokenizer made them is not known
-      throw std::runtime_error("no tokenizer.json beside the run's data.train shards (" + codec.tokenizer.dir +
-                               "): its token ids have no known text; pass --tokenizer DIR_OR_TOKENIZER_JSON");
+                    source_tool("text_codec.py"), sample_tokenizer(args->tokenizer, loaded)};
+    if (codec.tokenizer.tokenizer == "unknown")  // ids alone cannot become text: which tokenizer made them is not known
+      throw std::runtime_error("the run's tokenizer is unknown (no tokenizer.json beside its shards" +
+                               (codec.tokenizer.dir.empty() ? std::string() : " in " + codec.tokenizer.dir) +
+                               ", and its vocab_size is not GPT-2's; docs/data.md): its token ids have no known "
+                               "text; pass --tokenizer DIR_OR_TOKENIZER_JSON");
     check_vocab(codec.tokenizer, loaded.model_config.vocab_size);
 
     // A document starts after the separator in every shard prepare_data.py writes, so the prompt does too.

@@ -16,7 +16,7 @@ namespace fs = std::filesystem;
 // GPUs the workers can share out: all visible ones, unless every run is pinned to the CPU.
 int64_t visible_gpus(const std::vector<SweepRun>& runs) {
   bool wants_gpu = false;
-  for (const auto& run : runs) wants_gpu |= run.resolved.train.device != "cpu";
+  for (const auto& run : runs) wants_gpu |= run.resolved.train.device != DeviceChoice::cpu;
   return wants_gpu && torch::cuda::is_available() ? static_cast<int64_t>(torch::cuda::device_count()) : 0;
 }
 

@@ -30,6 +30,16 @@ inline CLI::Validator number_at_least(double low, bool strict) {
 inline CLI::Validator positive() { return number_at_least(0, true); }
 inline CLI::Validator non_negative() { return number_at_least(0, false); }
 
+/// A flag name the command no longer takes, kept hidden so that a script using it stops with the
+/// name that replaced it ("--layer is now --residual: ...") instead of CLI11's "not expected".
+/// `is_flag`: the old name took no value.
+inline void add_renamed_option(CLI::App* cmd, const std::string& old_name, const std::string& new_name,
+                               const std::string& meaning, bool is_flag = false) {
+  const std::string why = old_name + " was renamed " + new_name + " (" + meaning + ")";
+  auto* old = is_flag ? cmd->add_flag(old_name, "") : cmd->add_option(old_name, "");
+  old->group("")->each([why](const std::string&) { throw CLI::ValidationError(why); });
+}
+
 /// Points spdlog's default logger at stderr (a logger named `command`), for commands whose stdout is
 /// their result (a table, generated text): `attnlab report DIR > report.md` then holds no log lines.
 void log_to_stderr(const std::string& command);

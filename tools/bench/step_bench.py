@@ -23,7 +23,6 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-ARMS = ["baseline", "off_by_one", "sink_token", "sink_logit", "norm_gate", "proj_gate", "renorm", "combo", "combo2"]
 
 
 def write_shard(path, n, vocab):
@@ -37,19 +36,18 @@ def write_shard(path, n, vocab):
         tokens.tofile(f)
 
 
-def tier_value(tier, key):
-    """A `key: value` of configs/tiers/TIER.yaml (flat scan: the tier files are two levels deep)."""
-    for line in (REPO / "configs/tiers" / f"{tier}.yaml").read_text().splitlines():
-        stripped = line.split("#")[0].strip()
-        if stripped.startswith(key + ":"):
-            return int(float(stripped.split(":", 1)[1]))
-    raise SystemExit(f"configs/tiers/{tier}.yaml has no {key}")
+def attnlab_output(attnlab, *args):
+    """stdout of `attnlab ARGS...`; exits naming the command when it fails."""
+    done = subprocess.run([attnlab, *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{attnlab} {' '.join(args)}: {(done.stderr or done.stdout).strip()}")
+    return done.stdout
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tier", default="124m")
-    ap.add_argument("--arms", default=",".join(ARMS))
+    ap.add_argument("--arms", default="", help="comma-separated arms (default: every arm of `attnlab arms --names`)")
     ap.add_argument("--backends", default="flash", help="comma-separated attention backends")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--threads", type=int, default=0, help="train.threads (0: LibTorch's default)")
@@ -62,13 +60,19 @@ def main():
     ap.add_argument("--keep", help="keep the run directories here (default: a temporary directory)")
     args = ap.parse_args()
 
-    vocab, seq = tier_value(args.tier, "vocab_size"), tier_value(args.tier, "seq_len")
-    batch = args.batch or tier_value(args.tier, "batch_size")
-    per_step = args.tokens_per_step or batch * seq
+    arms = args.arms.split(",") if args.arms else attnlab_output(args.attnlab, "arms", "--names").split()
     rows, failures = [], []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(args.keep or tmp)
         root.mkdir(parents=True, exist_ok=True)
+        # The tier's sizes, as attnlab resolves them (val_tokens is set once the sequence length is known).
+        tier = json.loads(attnlab_output(args.attnlab, "config", "--json", "--config",
+                                         str(REPO / "configs/tiers" / f"{args.tier}.yaml"),
+                                         "--set", f"data.train={root}/bench_train_*.bin",
+                                         "--set", f"data.val={root}/bench_val_*.bin"))
+        vocab, seq = tier["model"]["vocab_size"], tier["train"]["seq_len"]
+        batch = args.batch or tier["train"]["batch_size"]
+        per_step = args.tokens_per_step or batch * seq
         write_shard(root / "bench_train_000001.bin", per_step * (args.steps + 2) + seq + 1, vocab)
         write_shard(root / "bench_val_000000.bin", 8 * seq + 1, vocab)
         (root / "tokenizer.json").write_text(json.dumps({"tokenizer": "bytes", "vocab_size": vocab, "source": "random tokens (benchmark)"}))
@@ -77,7 +81,7 @@ def main():
             f"data: {{train: '{root}/bench_train_*.bin', val: '{root}/bench_val_*.bin', val_tokens: {4 * seq}}}\n"
             "eval: {every: 1000000}\ncheckpoint: {every: 1000000, keep_last: 1}\n")
         for backend in args.backends.split(","):
-            for arm in args.arms.split(","):
+            for arm in arms:
                 out = root / f"{arm}_{backend}"
                 cmd = [args.attnlab, "train", "--config", str(root / "run.yaml"), "--set", f"out_dir={out}",
                        "--set", f"model.arm={arm}", "--set", f"attention.backend={backend}",

@@ -22,3 +22,10 @@ start=$(date +%s)
 echo "[demo] sweep: $(( $(date +%s) - start )) s"
 echo
 "$ATTNLAB" report "$OUT" --compare-paper --plots --python "$VENV/bin/python"
+# README.md's demo excerpt is cut from this report (tools/readme_demo.py): say when this build's
+# figures differ from it (a sweep with extra arguments is not the README's demo).
+if [ $# -eq 0 ] && ! "$VENV/bin/python" tools/readme_demo.py --check "$OUT/report/report.md" > /dev/null; then
+  echo
+  echo "[demo] README.md's excerpt differs from this report; to update it:"
+  echo "       python3 tools/readme_demo.py $OUT/report/report.md"
+fi

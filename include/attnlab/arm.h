@@ -46,7 +46,7 @@ struct ArmSpec {
 const std::vector<ArmSpec>& all_arms();
 
 /// Adds an arm to all_arms() for the rest of the process: a new combination of the features above,
-/// for an experiment or a test that tries an arm out (tests/tenth_arm) before it becomes a row of
+/// for an experiment or a test that tries an arm out (ctest -R tenth_arm) before it becomes a row of
 /// src/arms/registry.cpp. Call it before anything looks arms up. Throws std::invalid_argument for an
 /// empty or existing name.
 void register_arm(const ArmSpec& arm);

@@ -64,8 +64,8 @@ struct AttentionRequest {
 ///  - flash where flash_refusal() (flash_attention.h) has no objection: on CPU when the dtype is
 ///    float32 or float64 (where it measured faster than the tiled CPU twin, docs/benchmarks.md); on
 ///    CUDA in bfloat16 / float16 (bf16 autocast) on compute capability 8.0 or newer;
-///  - otherwise fused on CPU; on CUDA the reference until a GPU parity run of the fused kernels is
-///    recorded in docs/benchmarks.md.
+///  - otherwise fused on CPU; on CUDA the reference: the fused CUDA kernels, unproven on a GPU,
+///    run only when named (AttentionBackend::fused), never by `automatic`.
 /// `automatic` logs what it runs and why once per kind of call (device, dtype, probabilities, key
 /// mask, decoding): at info level, and as a warning when CUDA falls back to the reference.
 AttentionBackend resolve_backend(AttentionBackend requested, const AttentionRequest& request);

@@ -106,6 +106,32 @@ __device__ void q_grads(float* s, const float* dp, const float* add, const float
   }
 }
 
+// The key-side kernel's epilogue: this warp's 16 keys from key0 on get dV, dK (times the softmax
+// scale) and, for a routed arm, d r_j (the lanes' partial sums added). The Q tile's shared memory,
+// free once every warp is past the query loop, stages the rows.
+template <typename T, int D>
+__device__ __forceinline__ void store_key_grads(const FlashParams& p, unsigned char* smem, int warp, int lane,
+                                                int64_t bh, int64_t key0, WarpStrip<T, D>& dk,
+                                                WarpStrip<T, D>& dv, const float (&dr)[16]) {
+  using G = TileGeometry<T, D>;
+  using L = BwdSmem<T, D>;
+  const int64_t head_k = bh * p.k_len * D;
+  float* stage = reinterpret_cast<float*>(smem + L::kQ) + warp * 16 * G::kLdAcc;
+  dv.store(stage, G::kLdAcc);
+  __syncwarp();
+  write_scaled_rows<T, D>(static_cast<T*>(p.d_v) + head_k, key0, p.k_len, stage, 1.0f);
+  __syncwarp();
+  dk.store(stage, G::kLdAcc);
+  __syncwarp();
+  write_scaled_rows<T, D>(static_cast<T*>(p.d_k) + head_k, key0, p.k_len, stage, p.scale);
+  if (p.d_routing_bias == nullptr) return;
+#pragma unroll
+  for (int r = 0; r < 16; ++r) {
+    const float total = warp_sum(dr[r]);
+    if (lane == 0 && key0 + r < p.k_len) p.d_routing_bias[bh * p.k_len + key0 + r] = total;
+  }
+}
+
 template <typename T, int D>
 __global__ void __launch_bounds__(TileGeometry<T, D>::kThreads) flash_bwd_kv_kernel(const FlashParams p) {
   using G = TileGeometry<T, D>;
@@ -161,22 +187,7 @@ __global__ void __launch_bounds__(TileGeometry<T, D>::kThreads) flash_bwd_kv_ker
     dk.template add_ab<G::kRows>(reinterpret_cast<const T*>(dp_strip), G::kLdP, s_q, G::kLdOp);
   }
   __syncthreads();  // every warp is done with Q and dO: their tiles become staging rows
-
-  float* stage = reinterpret_cast<float*>(smem + L::kQ) + warp * 16 * G::kLdAcc;
-  const int64_t key0 = k0 + warp * 16;
-  dv.store(stage, G::kLdAcc);
-  __syncwarp();
-  write_scaled_rows<T, D>(static_cast<T*>(p.d_v) + head_k, key0, p.k_len, stage, 1.0f);
-  __syncwarp();
-  dk.store(stage, G::kLdAcc);
-  __syncwarp();
-  write_scaled_rows<T, D>(static_cast<T*>(p.d_k) + head_k, key0, p.k_len, stage, p.scale);
-  if (p.d_routing_bias == nullptr) return;
-#pragma unroll
-  for (int r = 0; r < 16; ++r) {
-    const float total = warp_sum(dr[r]);
-    if (lane == 0 && key0 + r < p.k_len) p.d_routing_bias[bh * p.k_len + key0 + r] = total;
-  }
+  store_key_grads<T, D>(p, smem, warp, lane, bh, k0 + warp * 16, dk, dv, dr);
 }
 
 template <typename T, int D>

@@ -75,6 +75,17 @@ __device__ void write_forward_rows(const FlashParams& p, int64_t bh, int64_t row
   }
 }
 
+// Each of the warp's 16 rows before its first key: running max m and sum l start at the sink
+// (its logit, mass exp(0) = 1 relative to it) for a sink arm, and empty (-inf, 0) otherwise.
+__device__ __forceinline__ void init_row_stats(const FlashParams& p, int64_t bh, float (&m)[16], float (&l)[16]) {
+  const float sink = p.has_sink ? (p.sink_logit ? p.sink_logit[bh % p.heads] : 0.0f) : -kInf;
+#pragma unroll
+  for (int r = 0; r < 16; ++r) {
+    m[r] = sink;
+    l[r] = p.has_sink ? 1.0f : 0.0f;
+  }
+}
+
 template <typename T, int D>
 __global__ void __launch_bounds__(TileGeometry<T, D>::kThreads) flash_fwd_kernel(const FlashParams p) {
   using G = TileGeometry<T, D>;
@@ -98,12 +109,7 @@ __global__ void __launch_bounds__(TileGeometry<T, D>::kThreads) flash_fwd_kernel
   for (int i = threadIdx.x; i < G::kRows * G::kLdAcc; i += G::kThreads) s_o[i] = 0.0f;
 
   float m[16], l[16];
-  const float sink = p.has_sink ? (p.sink_logit ? p.sink_logit[bh % p.heads] : 0.0f) : -kInf;
-#pragma unroll
-  for (int r = 0; r < 16; ++r) {
-    m[r] = sink;
-    l[r] = p.has_sink ? 1.0f : 0.0f;
-  }
+  init_row_stats(p, bh, m, l);
 
   const T* q_rows = s_q + warp * 16 * G::kLdOp;
   float* strip = s_s + warp * 16 * G::kLdS;

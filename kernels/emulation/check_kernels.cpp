@@ -217,7 +217,7 @@ void attention_cases(std::mt19937& rng, bool quick) {
 
 /// The reference's own gradients against central differences of its forward (loss = sum o dO +
 /// sum lse dlse), so that the kernels are not checked against a shared misreading of the math.
-void check_reference_gradients(std::mt19937& rng) {
+void check_reference_attention_gradients(std::mt19937& rng) {
   auto c = make_case(rng, 1, 2, 5, 7, 8);
   c.sink = c.bias = c.mask = true;
   c.sink_logit = random_vec(rng, c.H);
@@ -248,7 +248,10 @@ void check_reference_gradients(std::mt19937& rng) {
   compare("d_v", fd(&emu::AttnCase::v, g.d_v), g.d_v, 1e-6);
   compare("d_sink", fd(&emu::AttnCase::sink_logit, g.d_sink), g.d_sink, 1e-6);
   compare("d_bias", fd(&emu::AttnCase::routing_bias, g.d_bias), g.d_bias, 1e-6);
+}
 
+/// The reference gate's gradients (norm and projection gates) against central differences.
+void check_reference_gate_gradients(std::mt19937& rng) {
   emu::GateCase gc;
   gc.B = 1, gc.H = 2, gc.T = 3, gc.d = 5;
   for (bool norm : {true, false}) {
@@ -277,6 +280,11 @@ void check_reference_gradients(std::mt19937& rng) {
     if (!norm) compare("d_w", gfd(&emu::GateCase::w, 10), gr.d_w, 1e-6);
     if (!norm) compare("d_c", gfd(&emu::GateCase::c, 2), gr.d_c, 1e-6);
   }
+}
+
+void check_reference_gradients(std::mt19937& rng) {
+  check_reference_attention_gradients(rng);
+  check_reference_gate_gradients(rng);
 }
 
 template <typename T>

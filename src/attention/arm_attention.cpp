@@ -17,9 +17,6 @@
 namespace attnlab {
 namespace {
 
-// `automatic` may pick the fused CUDA kernels only once a GPU parity run is recorded in
-// docs/benchmarks.md. Flip this in the same commit that records it.
-constexpr bool kFusedCudaParityRecorded = false;
 // CPU dtypes for which `automatic` picks flash: where the flash kernels measured faster than the
 // tiled CPU twin (docs/benchmarks.md, "Flash backend (CPU)").
 bool flash_preferred_on_cpu(at::ScalarType dtype) { return dtype == at::kFloat || dtype == at::kDouble; }
@@ -40,8 +37,11 @@ AutoChoice automatic_choice(const AttentionRequest& r) {
     return {AttentionBackend::flash, "FlashAttention-2 with the arm's exact corrections (docs/kernels.md)"};
   }
   auto why = !refusal.empty() ? "not flash: " + refusal : std::string("not flash: not measured faster for this dtype");
-  if (r.device.is_cuda() && !(kFusedCudaParityRecorded && fused_cuda_compiled())) {
-    return {AttentionBackend::reference, why + "; not fused: the fused CUDA kernels await a recorded GPU parity run"};
+  // The fused CUDA kernels have no recorded GPU parity run: they run only when asked for by name
+  // (attention.backend: fused), never by `automatic` (docs/kernels.md, "Selecting a backend").
+  if (r.device.is_cuda()) {
+    return {AttentionBackend::reference, why + "; not fused: the fused CUDA kernels are an explicit opt-in "
+                                               "(attention.backend: fused) until their GPU parity run is recorded"};
   }
   return {AttentionBackend::fused, why};
 }

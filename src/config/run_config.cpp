@@ -21,24 +21,28 @@ namespace attnlab {
 namespace {
 
 template <class V>
+void visit_model_fields(ModelConfig& m, V& v) {
+  v.field("arm", m.arm);
+  v.field("n_layer", m.n_layer);
+  v.field("n_head", m.n_head);
+  v.field("d_model", m.d_model);
+  v.field("block_size", m.block_size);
+  v.field("vocab_size", m.vocab_size);
+  v.field("routing_gate", m.routing_gate);
+  v.field("rotary_fraction", m.rotary_fraction);
+  v.field("rotary_base", m.rotary_base);
+  v.field("parallel_residual", m.parallel_residual);
+  v.field("untied_head", m.untied_head);
+  v.field("gelu", m.gelu);
+}
+
+// The config's keys in order: one list drives reading, checking, writing and diffing (docs/config.md).
+template <class V>
 void visit_fields(RunConfig& c, V& v) {
   v.field("tier", c.tier);
   v.field("seed", c.seed);
   v.field("out_dir", c.out_dir);
-  v.section("model", [&] {
-    v.field("arm", c.model.arm);
-    v.field("n_layer", c.model.n_layer);
-    v.field("n_head", c.model.n_head);
-    v.field("d_model", c.model.d_model);
-    v.field("block_size", c.model.block_size);
-    v.field("vocab_size", c.model.vocab_size);
-    v.field("routing_gate", c.model.routing_gate);
-    v.field("rotary_fraction", c.model.rotary_fraction);
-    v.field("rotary_base", c.model.rotary_base);
-    v.field("parallel_residual", c.model.parallel_residual);
-    v.field("untied_head", c.model.untied_head);
-    v.field("gelu", c.model.gelu);
-  });
+  v.section("model", [&] { visit_model_fields(c.model, v); });
   v.section("attention", [&] { v.field("backend", c.attention.backend); });
   v.section("data", [&] {
     v.field("train", c.data.train);

@@ -14,17 +14,49 @@
 
 namespace attnlab::cli {
 
+namespace {
+
+struct AblateArgs {
+  std::string checkpoint;
+  OpenOptions open;
+  int64_t residual = 0, position = 0, batch = 0;
+  std::string channels, mode = "zero", out;
+  uint64_t seed = 0;
+  CeilingOptions ceiling;
+  bool no_ceiling = false;
+};
+
+// Loads the checkpoint, ablates, runs the ceiling experiment unless --no-ceiling, writes the files.
+void run_ablate(AblateArgs& a) {
+  const auto mode = parse_ablation_mode(a.mode);  // before loading anything
+  if (a.batch < 0) throw std::invalid_argument("--batch must be >= 0");
+  a.open.tokens.sequences = (a.batch + 1) * a.open.tokens.batch_size;
+  auto run = open_trained(a.checkpoint, a.open);
+  const int64_t d = run.model_config.d_model, n_layer = run.model_config.n_layer;
+  if (a.residual < 0 || a.residual > n_layer)
+    throw std::invalid_argument(fmt::format("--residual {} outside [0, {}] (n_layer = {})", a.residual, n_layer, n_layer));
+  AblationOptions o;
+  o.layer = a.residual, o.position = a.position, o.seed = a.seed, o.mode = mode;
+  o.channels = parse_channel_spec(a.channels, d);
+  const Batch& batch = run.batches.back();
+  const auto result = ablate(*run.model, batch, o);
+  AblationReportInputs report{run.provenance, a.batch, o, result, std::nullopt, a.ceiling};
+  if (!a.no_ceiling && a.residual < n_layer) {
+    auto& c = report.ceiling_options;
+    c.layer = a.residual, c.position = a.position, c.seed = a.seed;
+    c.top = std::min(c.top, d);
+    c.random_k = std::min(c.random_k, d - c.top);
+    report.ceiling = rms_ceiling(*run.model, batch, c);
+  }
+  const auto files = ablation_files(report);
+  write_outputs(a.out, files);
+  std::cout << files.at("ablate.md");
+}
+
+}  // namespace
+
 void add_ablate_command(CLI::App& app) {
-  struct Args {
-    std::string checkpoint;
-    OpenOptions open;
-    int64_t residual = 0, position = 0, batch = 0;
-    std::string channels, mode = "zero", out;
-    uint64_t seed = 0;
-    CeilingOptions ceiling;
-    bool no_ceiling = false;
-  };
-  auto args = std::make_shared<Args>();
+  auto args = std::make_shared<AblateArgs>();
   auto* cmd = app.add_subcommand("ablate", "Ablate residual channels at the sink token: rms, grad norm, sink attention, loss; "
                                            "and the matched-rms ceiling experiment");
   cmd->add_option("--checkpoint", args->checkpoint, "Checkpoint directory, or a run directory (its newest)")->required();
@@ -50,32 +82,7 @@ void add_ablate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-ceiling", args->no_ceiling, "Skip the ceiling experiment");
   cmd->add_option("--device", args->open.device, "auto | cpu | cuda")->capture_default_str();
-  cmd->callback([args] {
-    const auto mode = parse_ablation_mode(args->mode);  // before loading anything
-    if (args->batch < 0) throw std::invalid_argument("--batch must be >= 0");
-    args->open.tokens.sequences = (args->batch + 1) * args->open.tokens.batch_size;
-    auto run = open_trained(args->checkpoint, args->open);
-    const int64_t d = run.model_config.d_model, n_layer = run.model_config.n_layer;
-    if (args->residual < 0 || args->residual > n_layer)
-      throw std::invalid_argument(
-          fmt::format("--residual {} outside [0, {}] (n_layer = {})", args->residual, n_layer, n_layer));
-    AblationOptions o;
-    o.layer = args->residual, o.position = args->position, o.seed = args->seed, o.mode = mode;
-    o.channels = parse_channel_spec(args->channels, d);
-    const Batch& batch = run.batches.back();
-    const auto result = ablate(*run.model, batch, o);
-    AblationReportInputs report{run.provenance, args->batch, o, result, std::nullopt, args->ceiling};
-    if (!args->no_ceiling && args->residual < n_layer) {
-      auto& c = report.ceiling_options;
-      c.layer = args->residual, c.position = args->position, c.seed = args->seed;
-      c.top = std::min(c.top, d);
-      c.random_k = std::min(c.random_k, d - c.top);
-      report.ceiling = rms_ceiling(*run.model, batch, c);
-    }
-    const auto files = ablation_files(report);
-    write_outputs(args->out, files);
-    std::cout << files.at("ablate.md");
-  });
+  cmd->callback([args] { run_ablate(*args); });
 }
 
 }  // namespace attnlab::cli

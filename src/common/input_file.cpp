@@ -48,7 +48,8 @@ struct Fd {
 
 // Opens `path` without blocking (a FIFO without a writer would block a plain open) and checks what
 // the descriptor is, so nothing can swap the path between the check and the read.
-Fd open_checked(const std::filesystem::path& path, bool pipe_allowed) {
+// A regular file larger than `max_bytes` is refused by its size before any read.
+Fd open_checked(const std::filesystem::path& path, bool pipe_allowed, int64_t max_bytes) {
   Fd in{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
   if (in.fd < 0) {
     if (errno == ENOENT) refuse_kind(path, describe_file_kind(path));
@@ -57,6 +58,9 @@ Fd open_checked(const std::filesystem::path& path, bool pipe_allowed) {
   struct stat st {};
   if (::fstat(in.fd, &st) != 0) throw FileError(path, std::string("cannot stat: ") + std::strerror(errno));
   if (!S_ISREG(st.st_mode) && !(pipe_allowed && S_ISFIFO(st.st_mode))) refuse_kind(path, kind_of_mode(st.st_mode));
+  if (S_ISREG(st.st_mode) && st.st_size > max_bytes) {
+    throw FileError(path, fmt::format("is {} bytes, more than the {} this reader takes", st.st_size, max_bytes));
+  }
   // Reads of a pipe then wait for its writer; one with none (a named FIFO nobody opened) reads as empty.
   const int flags = ::fcntl(in.fd, F_GETFL);
   if (flags < 0 || ::fcntl(in.fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
@@ -102,17 +106,11 @@ bool regular_file_exists(const std::filesystem::path& path) {
 }
 
 std::string read_regular_file(const std::filesystem::path& path, int64_t max_bytes) {
-  const Fd in = open_checked(path, /*pipe_allowed=*/false);
-  struct stat st {};
-  if (::fstat(in.fd, &st) == 0 && st.st_size > max_bytes) {
-    throw FileError(path, fmt::format("is {} bytes, more than the {} this reader takes", st.st_size, max_bytes));
-  }
-  return read_all(in, path, max_bytes);
+  return read_all(open_checked(path, /*pipe_allowed=*/false, max_bytes), path, max_bytes);
 }
 
 std::string read_file_or_pipe(const std::filesystem::path& path, int64_t max_bytes) {
-  const Fd in = open_checked(path, /*pipe_allowed=*/true);
-  return read_all(in, path, max_bytes);
+  return read_all(open_checked(path, /*pipe_allowed=*/true, max_bytes), path, max_bytes);
 }
 
 }  // namespace attnlab::detail

@@ -262,7 +262,7 @@ TEST(TrainVal, DifferentTokenizersAreRefusedNamingBothFilesAndWhatDiffers) {
   TwoDirs missing("model bytes", "model bytes");
   std::remove((missing.b + "/tokenizer.model").c_str());
   expect_data_error([&] { open_train_val(missing.a + "/c_train_*.bin", missing.b + "/c_val_*.bin", 4096); },
-                    {missing.b + "/tokenizer.model: cannot read the SentencePiece model that " + missing.b + "/tokenizer.json names"});
+                    {missing.b + "/tokenizer.model: does not exist (the SentencePiece model that " + missing.b + "/tokenizer.json names)"});
 }
 
 TEST(TrainVal, ADirectoryWithoutTokenizerJsonSharesTheOthersWithANote) {

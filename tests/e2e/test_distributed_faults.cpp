@@ -65,24 +65,28 @@ TEST_F(RankFaults, ARankThatDiesWhileTheOthersWaitToStartEndsTheWait) {
   EXPECT_NE(text.find("rank 0 of 3: rank 1 has stopped responding"), std::string::npos) << text;
 }
 
-// Under `train --nproc`, a rank killed at its start is reported by the launcher to the rank still
-// starting up, which stops at once rather than after the launcher's 30 s grace.
-TEST_F(RankFaults, UnderTheLauncherARankKilledAtItsStartEndsTheJobAtOnce) {
+// Under `train --nproc`, rank 1 is stopped (SIGSTOP) as soon as it is spawned, long before it could
+// join, and killed once rank 0 says it waits for it: the launcher's note names the dead rank to rank 0,
+// which ends its wait at once with that, not after --dist-timeout (rank 1 never joined, so no heartbeat
+// of it is watched) nor as merely "stopped by signal 15" (the launcher's SIGTERM follows its note).
+TEST_F(RankFaults, UnderTheLauncherARankThatDiesBeforeJoiningIsNamedToTheOthers) {
   const auto log = dir_ / "launched.log";
   const pid_t launcher = testing::start(train_args("launched", {"--nproc", "2"}), {}, log);
   const auto deadline = Clock::now() + testing::kJobDeadline;
   std::vector<pid_t> ranks;
   ASSERT_TRUE(eventually([&] { return (ranks = testing::children_of(launcher)).size() == 2; }, deadline)) << read(log);
   std::sort(ranks.begin(), ranks.end());  // spawned in rank order
+  kill(ranks[1], SIGSTOP);
+  const bool waiting = eventually(
+      [&] { return read(log).find("rank 0 of 2: waiting for rank(s) 1 to join the job") != std::string::npos; }, deadline);
   kill(ranks[1], SIGKILL);
   const auto killed = Clock::now();
   const int code = wait_until(launcher, deadline);
   const auto text = read(log);
+  ASSERT_TRUE(waiting) << text;
   EXPECT_EQ(code, 128 + SIGKILL) << text;  // the failed rank's code
   EXPECT_LT(seconds_since(killed), 25.0) << text;  // not the launcher's SIGKILL after 30 s
-  EXPECT_TRUE(text.find("rank 1 exited with signal 9") != std::string::npos ||
-              text.find("stopped by signal 15") != std::string::npos)
-      << text;
+  EXPECT_NE(text.find("rank 0 of 2: rank 1 exited with signal 9"), std::string::npos) << text;
 }
 
 TEST_F(RankFaults, RanksStartedWithAnotherWorldSizeAreRefusedNamingBoth) {

@@ -99,8 +99,9 @@ AttentionInputs arm_attention_inputs(const ArmSpec& arm, const ArmLayerParams& p
 /// Causal attention of queries q [B, H, Tq, d] over prepared keys (Tk >= Tq; queries are the last Tq
 /// positions). Returns o [B, H, Tq, d], lse [B, H, Tq] (undefined for sdpa) and, when asked, probs
 /// [B, H, Tq, Tk]. Throws std::invalid_argument when the backend cannot serve the request: probs from
-/// fused, sdpa or flash, sdpa for an arm with a sink or gate (the message names the arm), or flash
-/// for what flash_refusal() refuses (the message says why).
+/// fused, sdpa or flash, sdpa for an arm with a sink or gate (the message names the arm), flash for
+/// what flash_refusal() refuses (the message says why), and flash or sdpa in bfloat16 / float16 on
+/// CPU: LibTorch's CPU flash kernel loses dq when the keys share a large component (docs/kernels.md).
 AttentionResult arm_attention(const ArmSpec& arm, const ArmLayerParams& params, const at::Tensor& q,
                               const PreparedKeys& keys, bool return_probs = false,
                               AttentionBackend backend = AttentionBackend::reference);

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -19,6 +20,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
+#include <nlohmann/json_fwd.hpp>
 #include <torch/nn/module.h>
 
 namespace attnlab {
@@ -45,6 +47,9 @@ struct LaunchEnv {
   /// serves the store, and every rank connects to it as a client; otherwise rank 0 serves it.
   bool agent_store = false;
   int restart_count = 0;  ///< TORCHELASTIC_RESTART_COUNT: keys of a restarted job never meet stale ones
+  /// ATTNLAB_LAUNCHER_PID, set by `train --nproc` (local_launcher.h): the rank gets a SIGTERM when
+  /// that process dies (PR_SET_PDEATHSIG), so a killed launcher leaves no rank training on; 0: none.
+  int launcher_pid = 0;
 };
 
 /// The launch environment, or std::nullopt when none of RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
@@ -97,14 +102,31 @@ class DataParallel {
   int64_t max(int64_t value);
   /// Waits for every rank (e.g. until rank 0 has written its checkpoint).
   void barrier();
+  /// Runs `write` on rank 0 alone (a checkpoint, final.json); every rank returns once it has
+  /// finished. The others wait outside any collective, for as long as rank 0 is alive (its heartbeat:
+  /// a slow disk can make a write outlast --dist-timeout, and the files it leaves are complete),
+  /// saying in their log after 5 s and every 30 s that they wait and for what (`what`: "the
+  /// checkpoint of step 200"). Call it on every rank at the same point. Rethrows on rank 0 what
+  /// `write` throws; the others then throw DistributedError saying that rank 0 failed to write
+  /// `what`, as they do when rank 0's heartbeat stops. Every rank then meets at a barrier, so the
+  /// ranks leave together even when the store is gone (its server, a killed launcher, took it):
+  /// then the others wait at that barrier, for at most the collective timeout. A world of one just
+  /// runs `write`.
+  void run_on_main(const std::string& what, const std::function<void()>& write);
   /// Collectives this rank's process group has issued so far (c10d's sequence number; 0 for a world
   /// of one): tests count the gradient all-reduces with it.
   uint64_t collectives_issued() const;
 
-  /// Refuses to train unless every rank holds rank 0's values: every named fact (the resume step,
-  /// the config hash) and every parameter of `model` bit for bit (rank 0's copy is broadcast and
-  /// compared). Throws DistributedError listing what differs on which ranks.
-  void verify_identical(torch::nn::Module& model, const std::vector<std::pair<std::string, int64_t>>& facts);
+  /// Refuses to train unless every rank holds rank 0's values: every fact of `facts`, a JSON object
+  /// whose keys name them ({"resume step": 200, "--stop-after": 0, "config": <to_json(cfg)>, ...}:
+  /// everything that must agree across ranks, options included, or the ranks would run different
+  /// collectives), and every parameter of `model` bit for bit (rank 0's copy is broadcast and
+  /// compared). Rank 0's facts reach the others through the store, and they wait for them as long
+  /// as rank 0 lives (it may take long to claim the run directory and read a checkpoint). Throws
+  /// DistributedError on every rank when any rank differs: on a differing rank naming each
+  /// difference, an object's by key path ("config optim.lr: rank 0 has 0.003, this rank 0.001"), on
+  /// the others naming the facts and how many ranks differ.
+  void verify_identical(torch::nn::Module& model, const nlohmann::json& facts);
 
  private:
   struct Impl;

@@ -80,7 +80,23 @@ void require_plain_softmax(const ArmSpec& arm) {
   }
 }
 
+// LibTorch's CPU flash kernel, behind the flash backend and behind at::scaled_dot_product_attention on
+// CPU, takes D_i = dO_i . o_i from the half-precision o and rounds dS to the half type before
+// dq = scale dS k. sum_j dS_ij should cancel (it is dlse_i); where the keys share a large component c
+// it no longer does, and dq_i is off by that residue times c: 11-24x the reference backend's error in
+// bfloat16 (docs/kernels.md, "Precision in bfloat16 / float16"). auto never picks it for half types;
+// an explicit choice is refused rather than trained on.
+void refuse_cpu_half_flash_kernel(const AttentionRequest& r, const char* backend) {
+  if (!r.device.is_cpu() || (r.dtype != at::kBFloat16 && r.dtype != at::kHalf)) return;
+  throw std::invalid_argument(
+      std::string("attention.backend: '") + backend + "' on CPU in " + c10::toString(r.dtype) +
+      " would run LibTorch's CPU flash kernel, whose dq is wrong when the keys share a large component (docs/kernels.md, "
+      "\"Precision in bfloat16 / float16\"); for half types on CPU use attention.backend: auto or fused (they compute "
+      "in float32), or give float32 inputs");
+}
+
 void require_flash_support(const AttentionRequest& r) {
+  refuse_cpu_half_flash_kernel(r, "flash");
   const auto reason = flash_refusal(r.device, r.dtype, r.head_dim, r.q_len, r.k_len, r.key_mask, r.cuda_capability);
   if (!reason.empty()) {
     throw std::invalid_argument("attention backend 'flash': " + reason + "; use 'auto', 'fused' or 'reference'");
@@ -191,6 +207,7 @@ AttentionResult arm_attention(const ArmSpec& arm, const ArmLayerParams& params, 
     case AttentionBackend::sdpa:
       refuse_probs(return_probs, "sdpa");
       require_plain_softmax(arm);
+      refuse_cpu_half_flash_kernel(request, "sdpa");
       return sdpa_attention(in);
     case AttentionBackend::flash:
       refuse_probs(return_probs, "flash");

@@ -14,6 +14,8 @@
 #include "checkpoint/file_ops.h"
 #include "checkpoint/sha256.h"
 #include "checkpoint/state_json.h"
+#include "common/input_file.h"
+#include "common/json_read.h"
 
 namespace attnlab {
 namespace {
@@ -150,12 +152,14 @@ SafetensorsContents read_verified(const fs::path& dir, const char* name, const j
 json parse_groups(const SafetensorsMetadata& metadata, const fs::path& file) {
   const auto it = metadata.find(kMetaGroups);
   if (it == metadata.end()) throw CheckpointError(file, std::string("metadata lacks ") + kMetaGroups);
+  std::string why = "not a list";
   try {
-    json groups = json::parse(it->second);
+    json groups = detail::parse_json(it->second);
     if (groups.is_array()) return groups;
-  } catch (const json::parse_error&) {
+  } catch (const detail::JsonError& e) {
+    why = e.what();
   }
-  throw CheckpointError(file, std::string("metadata ") + kMetaGroups + " is not a JSON list");
+  throw CheckpointError(file, std::string("metadata ") + kMetaGroups + " is not a JSON list (" + why + ")");
 }
 
 // ---- restoring --------------------------------------------------------------------------------
@@ -246,9 +250,9 @@ LoadedModel model_from_file(const fs::path& file) {
   ckpt.dir = file.parent_path();
   json config = json::object();
   try {
-    ckpt.model_config = detail::model_config_from_json(json::parse(meta.at(kMetaModel)), file);
-    if (meta.count(kMetaConfig)) config = json::parse(meta.at(kMetaConfig));
-  } catch (const json::parse_error& e) {
+    ckpt.model_config = detail::model_config_from_json(detail::parse_json(meta.at(kMetaModel)), file);
+    if (meta.count(kMetaConfig)) config = detail::parse_json(meta.at(kMetaConfig));
+  } catch (const detail::JsonError& e) {
     throw CheckpointError(file, std::string("bad attnlab metadata: ") + e.what());
   }
   if (!config.is_object()) throw CheckpointError(file, std::string("metadata ") + kMetaConfig + " is not a JSON object");
@@ -374,7 +378,9 @@ LoadedModel load_model(const fs::path& path) {
     return in_checkpoint ? model_from(load_checkpoint(dir, false), dir) : model_from_file(path);
   }
   if (is_checkpoint_dir(path)) return model_from(load_checkpoint(path, false), path);
-  throw CheckpointError(path, "is neither a checkpoint directory (holding state.json) nor a model.safetensors file");
+  const std::string kind = detail::describe_file_kind(path);  // a FIFO, a device, a directory of something else
+  throw CheckpointError(path, (kind == "missing" ? "does not exist" : "is " + kind) +
+                                  ", neither a checkpoint directory (holding state.json) nor a model.safetensors file");
 }
 
 }  // namespace attnlab

@@ -11,6 +11,8 @@
 
 #include "common/durable_file.h"
 #include "checkpoint/file_ops.h"
+#include "common/input_file.h"
+#include "common/json_read.h"
 
 // The format is little-endian; the raw tensor bytes are copied as they lie in memory.
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -107,9 +109,9 @@ json parse_header(std::ifstream& in, uint64_t n, const fs::path& file) {
   read_exact(in, text.data(), n, file, "header");
   json header;
   try {
-    header = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw CheckpointError(file, std::string("header is not valid JSON: ") + e.what());
+    header = detail::parse_json(text);  // nesting and numbers beyond a double checked too
+  } catch (const detail::JsonError& e) {
+    throw CheckpointError(file, std::string("header: ") + e.what());
   }
   if (!header.is_object()) throw CheckpointError(file, "header is not a JSON object");
   return header;
@@ -243,9 +245,9 @@ void write_safetensors(const fs::path& file, const TensorMap& tensors,
 }
 
 SafetensorsContents read_safetensors(const fs::path& file) {
+  if (const auto problem = detail::regular_file_problem(file); !problem.empty()) throw CheckpointError(file, problem);
   const auto size = detail::file_bytes(file);
   if (!size) throw CheckpointError(file, std::string("cannot read: ") + std::strerror(errno));
-  if (!detail::is_file(file)) throw CheckpointError(file, "is not a regular file");
   const uint64_t file_bytes = *size;
   std::ifstream in(file, std::ios::binary);
   if (!in) throw CheckpointError(file, "cannot open");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "attnlab/checkpoint_error.h"
+#include "common/input_file.h"
 
 namespace attnlab::detail {
 namespace {
@@ -41,6 +42,7 @@ std::string finish_digest(EVP_MD_CTX* ctx) {
 }  // namespace
 
 std::string sha256_file(const std::filesystem::path& file) {
+  if (const auto problem = regular_file_problem(file); !problem.empty()) throw CheckpointError(file, problem);
   std::ifstream in(file, std::ios::binary);
   if (!in) throw CheckpointError(file, "cannot open for hashing");
   const DigestContext ctx = start_digest();

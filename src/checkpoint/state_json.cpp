@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
-#include <fstream>
-#include <sstream>
 
 #include "attnlab/version.h"
 #include "checkpoint/file_ops.h"
 #include "checkpoint/sha256.h"
+#include "common/input_file.h"
+#include "common/json_read.h"
 
 namespace attnlab::detail {
 namespace {
@@ -150,12 +150,11 @@ int64_t check_format(const json& j, const fs::path& file) {
 }
 
 std::string read_text(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw CheckpointError(file, "missing or unreadable");
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw CheckpointError(file, "read failed");
-  return text.str();
+  try {
+    return detail::read_regular_file(file, kJsonMaxBytes);  // a FIFO or a directory is refused, not read
+  } catch (const FileError& e) {
+    throw CheckpointError(file, e.problem());
+  }
 }
 
 /// Compares `text` (state.json's bytes) with the checksum in the sidecar `sidecar`, which must be
@@ -319,9 +318,9 @@ StateFile read_state_file(const fs::path& file) {
   if (has_sidecar) verify_state_checksum(text, sidecar);  // before trusting any byte
   json j;
   try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw CheckpointError(file, std::string("not valid JSON: ") + e.what());
+    j = parse_json(text);  // deep nesting and 1e400 too: a CheckpointError, so a resume falls back
+  } catch (const JsonError& e) {
+    throw CheckpointError(file, e.what());
   }
   if (check_format(j, file) >= 2 && !has_sidecar) {
     throw CheckpointError(sidecar, "is missing, so state.json cannot be verified");

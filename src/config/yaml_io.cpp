@@ -4,7 +4,6 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <optional>
@@ -12,6 +11,9 @@
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "attnlab/file_error.h"
+#include "common/input_file.h"
 
 namespace attnlab::yaml_io {
 namespace {
@@ -85,7 +87,7 @@ std::vector<std::string> include_list(const YAML::Node& includes, const std::str
 }
 
 YAML::Node load_file(const std::filesystem::path& path, std::vector<std::filesystem::path>& stack) {
-  YAML::Node node = load_yaml_file(path);
+  YAML::Node node = load_yaml_file(path, /*pipe_allowed=*/stack.empty());
   std::error_code ec;  // a pipe (/dev/fd/63 -> "pipe:[...]") has no canonical path: keep its own
   auto canonical = std::filesystem::canonical(path, ec);
   if (ec) canonical = path.lexically_normal();
@@ -153,21 +155,15 @@ std::optional<CoreInt> parse_core_int(std::string_view s) {
 
 }  // namespace
 
-YAML::Node load_yaml_file(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) throw ConfigError(path.string() + ": config file not found");
-  if (std::filesystem::is_directory(path, ec)) throw ConfigError(path.string() + ": is a directory, not a config file");
-  // Read with a cap rather than YAML::LoadFile: a pipe (--config <(...)) works, /dev/zero cannot stall.
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path.string() + ": cannot be read");
+YAML::Node load_yaml_file(const std::filesystem::path& path, bool pipe_allowed) {
+  // Read with a cap rather than YAML::LoadFile: a pipe (--config <(...)) works, /dev/zero cannot stall,
+  // and a FIFO or a directory where an include belongs is refused by what it is instead of hanging.
   std::string text;
-  char chunk[1 << 16];
-  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
-    text.append(chunk, size_t(in.gcount()));
-    if (text.size() > size_t(kMaxFileBytes))
-      throw ConfigError(fmt::format("{}: larger than {} MiB; not a config file", path.string(), kMaxFileBytes >> 20));
+  try {
+    text = pipe_allowed ? detail::read_file_or_pipe(path, kMaxFileBytes) : detail::read_regular_file(path, kMaxFileBytes);
+  } catch (const FileError& e) {
+    throw ConfigError(path.string() + ": " + e.problem() + (pipe_allowed ? "" : " (an included config file)"));
   }
-  if (in.bad()) throw ConfigError(path.string() + ": cannot be read");
   YAML::Node node;
   try {
     node = YAML::Load(text);

@@ -16,10 +16,11 @@
 
 namespace attnlab::yaml_io {
 
-/// Parses the YAML file at `path` (a pipe too) and checks its shape with check_tree. Throws
-/// ConfigError naming the file: missing, a directory, unreadable, larger than 16 MiB (so /dev/zero
-/// cannot stall it), unparsable, or a check_tree failure.
-YAML::Node load_yaml_file(const std::filesystem::path& path);
+/// Parses the YAML file at `path` (with `pipe_allowed`, a pipe too: `--config <(...)`) and checks its
+/// shape with check_tree. Throws ConfigError naming the file: missing, a directory, a FIFO (unless
+/// `pipe_allowed`), a device or socket (common/input_file.h), unreadable, larger than 16 MiB (so
+/// /dev/zero cannot stall it), unparsable, or a check_tree failure.
+YAML::Node load_yaml_file(const std::filesystem::path& path, bool pipe_allowed = true);
 
 /// Refuses what yaml-cpp parses but a config must not hold, each a ConfigError starting with
 /// `where` (the file, with the line): a key written twice in one mapping (yaml-cpp keeps both and
@@ -28,9 +29,10 @@ YAML::Node load_yaml_file(const std::filesystem::path& path);
 /// cycle, or a "billion laughs" document that would stall every later walk).
 void check_tree(const YAML::Node& root, const std::string& where);
 
-/// `path` merged over its `include:` files (each relative to the including file; later wins).
-/// Throws ConfigError naming the file on a missing file, a parse error, a check_tree failure or an
-/// include cycle.
+/// `path` merged over its `include:` files (each relative to the including file; later wins). Only
+/// `path` itself may be a pipe: an include must be a regular file. Throws ConfigError naming the
+/// file on a missing file, one that is not a regular file, a parse error, a check_tree failure or
+/// an include cycle.
 YAML::Node load_with_includes(const std::filesystem::path& path);
 
 /// Applies "a.b.c=value" (value parsed as YAML and checked with check_tree) to `root`. Throws

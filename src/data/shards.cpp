@@ -14,6 +14,8 @@
 
 #include <fmt/format.h>
 
+#include "common/input_file.h"
+
 namespace attnlab {
 namespace {
 
@@ -140,7 +142,10 @@ std::vector<std::string> notes_for(const std::vector<TokenizerInfo>& infos, cons
 
 Shard Shard::open(const std::string& path, int64_t vocab_size) {
   if (vocab_size <= 0) fail(path, fmt::format("vocab_size {} must be positive", vocab_size));
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // A plain open of a FIFO would block until something writes to it: say what the path is instead
+  // (and open without blocking, in case it changes in between; fstat below checks again).
+  if (const auto problem = detail::regular_file_problem(path); !problem.empty()) fail(path, problem);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) fail(path, fmt::format("cannot open: {}", std::strerror(errno)));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

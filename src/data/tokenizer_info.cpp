@@ -1,18 +1,20 @@
 // tokenizer.json beside the shards (written by tools/prepare_data.py), the vocab check and the
 // comparison of two directories' tokenizers.
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "attnlab/file_error.h"
 #include "attnlab/shards.h"
+#include "common/input_file.h"
+#include "common/json_read.h"
 
 namespace attnlab {
 namespace {
 
 constexpr int64_t kMaxUint16Vocab = 65536;  // tokens are uint16
+constexpr int64_t kMaxModelBytes = int64_t{256} << 20;  // SentencePiece models run to a few MB
 
 TokenizerInfo unknown_tokenizer(const std::string& dir) {
   TokenizerInfo info;  // defaults: unknown
@@ -62,30 +64,23 @@ TokenizerInfo parse(const std::string& file, const std::string& dir, const nlohm
 
 // The bytes of a SentencePiece model named by a tokenizer.json, for comparing two of them.
 std::string model_bytes(const TokenizerInfo& info) {
-  std::ifstream in(info.model, std::ios::binary);
-  if (!in) throw DataError(fmt::format("{}: cannot read the SentencePiece model that {} names", info.model, info.file));
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
+  try {
+    return detail::read_regular_file(info.model, kMaxModelBytes);
+  } catch (const FileError& e) {
+    throw DataError(fmt::format("{} (the SentencePiece model that {} names)", e.what(), info.file));
+  }
 }
 
 }  // namespace
 
 TokenizerInfo read_tokenizer_info(const std::string& dir) {
   const std::string file = dir + "/tokenizer.json";
-  std::error_code ec;
-  const auto status = std::filesystem::status(file, ec);
-  if (!std::filesystem::exists(status)) return unknown_tokenizer(dir);
-  if (!std::filesystem::is_regular_file(status)) throw DataError(fmt::format("{}: not a regular file", file));
-  std::ifstream in(file);
-  if (!in) throw DataError(fmt::format("{}: cannot be read", file));
-  std::stringstream text;
-  text << in.rdbuf();
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::exception& e) {  // a parse error, or a number beyond a double (1e400)
-    throw DataError(fmt::format("{}: not valid JSON ({})", file, e.what()));
+    if (!detail::regular_file_exists(file)) return unknown_tokenizer(dir);
+    j = detail::read_json_file(file);  // a parse error, deep nesting, a number beyond a double (1e400)
+  } catch (const FileError& e) {
+    throw DataError(e.what());
   }
   return parse(file, dir, j);
 }

@@ -1,32 +1,60 @@
 // Whether every rank holds rank 0's values: the start-of-training check that the ranks resumed the
-// same step of the same config and hold bit-identical parameters.
+// same step of the same config, with the same options, and hold bit-identical parameters.
 #include <torch/torch.h>
+
+#include <fmt/format.h>
 
 #include "distributed/process_group.h"
 
 namespace attnlab::dist::detail {
 namespace {
 
-// Element-wise sum over ranks of 0/1 flags (int64 on the job's device).
+constexpr size_t kMaxDifferencesNamed = 10;
+constexpr size_t kMaxValueChars = 80;
+
+std::string shown(const nlohmann::json* value) {
+  if (value == nullptr) return "none";
+  std::string text = value->dump();
+  if (text.size() > kMaxValueChars) text = text.substr(0, kMaxValueChars) + "...";
+  return text;
+}
+
+// Each key path under which `mine` and `rank0` differ ("optim.lr"; "" for the values themselves),
+// with both values (nullptr where one has no such key). Objects are walked; anything else compared whole.
+void walk(const std::string& path, const nlohmann::json* mine, const nlohmann::json* rank0,
+          std::vector<std::string>& out, size_t& found) {
+  if (mine != nullptr && rank0 != nullptr && *mine == *rank0) return;
+  if (mine != nullptr && rank0 != nullptr && mine->is_object() && rank0->is_object()) {
+    for (const auto& [key, value] : rank0->items()) {
+      const auto it = mine->find(key);
+      walk(path.empty() ? key : path + "." + key, it == mine->end() ? nullptr : &*it, &value, out, found);
+    }
+    for (const auto& [key, value] : mine->items())
+      if (!rank0->contains(key)) walk(path.empty() ? key : path + "." + key, &value, nullptr, out, found);
+    return;
+  }
+  if (found++ < kMaxDifferencesNamed) out.push_back(path + (path.empty() ? "" : ": ") + "rank 0 has " + shown(rank0) + ", this rank " + shown(mine));
+}
+
+}  // namespace
+
 std::vector<int64_t> count_over_ranks(c10d::ProcessGroup& group, const c10::Device& device,
                                       const std::vector<int64_t>& flags) {
+  if (flags.empty()) return {};
   std::vector<at::Tensor> tensors = {torch::tensor(flags, torch::kLong).to(device)};
   group.allreduce(tensors)->wait();
   const auto counts = tensors[0].cpu();
   return {counts.data_ptr<int64_t>(), counts.data_ptr<int64_t>() + counts.numel()};
 }
 
-}  // namespace
-
-Comparison compare_with_rank0(c10d::ProcessGroup& group, const c10::Device& device, const std::vector<int64_t>& values) {
-  std::vector<at::Tensor> tensors = {torch::tensor(values, torch::kLong).to(device)};
-  group.broadcast(tensors)->wait();  // root rank 0
-  const auto rank0_tensor = tensors[0].cpu();
-  Comparison out;
-  out.rank0.assign(rank0_tensor.data_ptr<int64_t>(), rank0_tensor.data_ptr<int64_t>() + rank0_tensor.numel());
-  std::vector<int64_t> flags(values.size());
-  for (size_t i = 0; i < values.size(); ++i) flags[i] = values[i] != out.rank0[i];
-  out.differing = count_over_ranks(group, device, flags);
+std::vector<std::string> fact_differences(const std::string& name, const nlohmann::json& mine,
+                                          const nlohmann::json& rank0) {
+  std::vector<std::string> paths;
+  size_t found = 0;
+  walk("", mine.is_null() && !rank0.is_null() ? nullptr : &mine, &rank0, paths, found);
+  std::vector<std::string> out;
+  for (const auto& p : paths) out.push_back(name + (p.rfind("rank 0 has", 0) == 0 ? ": " : " ") + p);
+  if (found > kMaxDifferencesNamed) out.push_back(fmt::format("{}: and {} more difference(s)", name, found - kMaxDifferencesNamed));
   return out;
 }
 

@@ -1,6 +1,7 @@
 // torchrun's environment -> LaunchEnv, and the split of a step's global batch over ranks.
 #include <charconv>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,7 @@ std::optional<LaunchEnv> launch_env_from_environment() {
   const char* agent = variable("TORCHELASTIC_USE_AGENT_STORE");
   env.agent_store = agent != nullptr && std::string(agent) == "True";
   if (variable("TORCHELASTIC_RESTART_COUNT")) env.restart_count = integer("TORCHELASTIC_RESTART_COUNT", 0, 1 << 30);
+  if (variable("ATTNLAB_LAUNCHER_PID")) env.launcher_pid = integer("ATTNLAB_LAUNCHER_PID", 1, std::numeric_limits<int>::max());
   return env;
 }
 

@@ -10,9 +10,12 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "attnlab/distributed.h"
+#include "distributed/job_wait.h"
+#include "distributed/process_group.h"
 #include "common/child_process.h"
 #include "common/signals.h"
 
@@ -40,7 +43,8 @@ std::vector<std::string> rank_environment(const LocalLaunch& launch, int rank, i
       "RANK=" + std::to_string(rank),           "LOCAL_RANK=" + std::to_string(rank),
       "WORLD_SIZE=" + std::to_string(launch.nproc), "LOCAL_WORLD_SIZE=" + std::to_string(launch.nproc),
       "MASTER_ADDR=127.0.0.1",                  "MASTER_PORT=" + std::to_string(port),
-      "TORCHELASTIC_USE_AGENT_STORE=True"};
+      "TORCHELASTIC_USE_AGENT_STORE=True",
+      "ATTNLAB_LAUNCHER_PID=" + std::to_string(::getpid())};  // a rank ends with this process (distributed.h)
   // As torchrun: N processes that each took every core would fight over them.
   if (std::getenv("OMP_NUM_THREADS") == nullptr) {
     const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
@@ -62,6 +66,7 @@ int launch_local(const LocalLaunch& launch) {
                            "srun, run attnlab train without --nproc");
   }
   const auto store = serve_store();
+  const auto notes = c10::make_intrusive<c10d::PrefixStore>(detail::job_prefix(0), store);  // the ranks' keys
   signals::StopRequestScope stop_scope;  // Ctrl-C reaches the ranks too; this process only waits for them
   std::map<int, pid_t> running;  // rank -> pid
   for (int rank = 0; rank < launch.nproc; ++rank) {
@@ -91,6 +96,8 @@ int launch_local(const LocalLaunch& launch) {
         const bool interrupted = *code == 128 + SIGINT || *code == 128 + SIGTERM;
         if (!interrupted && forwarded == 0) {
           spdlog::error("rank {} failed ({}); stopping the other ranks", it->first, describe_exit(*code));
+          // Ranks still waiting for it outside a collective (the rendezvous) stop at once with this note.
+          detail::note_failure(*notes, fmt::format("rank {} exited with {}", it->first, describe_exit(*code)));
           for (const auto& [rank, pid] : running) kill(pid, SIGTERM);
         }
         kill_at = Clock::now() + launch.grace;

@@ -11,13 +11,21 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/reducer.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include "attnlab/distributed.h"
 
 namespace attnlab::dist::detail {
 
-/// Connects to the job's store (a client of the launcher's store, or served by rank 0), under a
-/// prefix per restart so a restarted job never reads its predecessor's keys. Throws
-/// DistributedError naming MASTER_ADDR:MASTER_PORT when it cannot be reached within `timeout`.
+/// The prefix of a job's keys in its store ("attnlab/attempt_<restart_count>"): a restarted job
+/// never reads its predecessor's keys. The launcher writes its notes under it too.
+std::string job_prefix(int restart_count);
+
+/// Connects to the job's store (a client of the launcher's store, or served by rank 0, which does not
+/// wait for the others here: join_job does), under job_prefix(). A client that cannot connect yet
+/// says so in the log after 5 s and every 30 s. Throws DistributedError naming
+/// MASTER_ADDR:MASTER_PORT when it cannot be served or reached within `timeout`, and on SIGINT /
+/// SIGTERM while waiting.
 c10::intrusive_ptr<c10d::Store> connect_store(const LaunchEnv& env, std::chrono::milliseconds timeout);
 
 /// A c10d process group of `env`'s ranks whose backend serves `device`'s type: Gloo for CPU,
@@ -40,12 +48,16 @@ c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10
 std::unique_ptr<c10d::Reducer> make_reducer(const c10::intrusive_ptr<c10d::ProcessGroup>& group,
                                             const std::vector<std::pair<std::string, at::Tensor>>& params);
 
-/// Rank 0's copy of `values` (broadcast), and for each value how many ranks hold another.
-struct Comparison {
-  std::vector<int64_t> rank0;     ///< rank 0's values
-  std::vector<int64_t> differing;  ///< per value: the number of ranks whose value is not rank 0's
-};
-Comparison compare_with_rank0(c10d::ProcessGroup& group, const c10::Device& device, const std::vector<int64_t>& values);
+/// Element-wise sum over ranks of 0/1 `flags` (the same count on every rank): how many ranks raised each.
+std::vector<int64_t> count_over_ranks(c10d::ProcessGroup& group, const c10::Device& device,
+                                      const std::vector<int64_t>& flags);
+
+/// How this rank's value of the start fact `name` differs from rank 0's, one line per difference:
+/// "--stop-after: rank 0 has 2, this rank 3", or for an object by key path, "config optim.lr: rank 0
+/// has 0.003, this rank 0.001" ("none" for a key one side lacks); at most 10, then a count. Empty when
+/// they are equal.
+std::vector<std::string> fact_differences(const std::string& name, const nlohmann::json& mine,
+                                          const nlohmann::json& rank0);
 
 /// Per tensor: the number of ranks whose tensor is not bit for bit rank 0's (which is broadcast,
 /// one tensor at a time). The tensors must have the same shapes and dtypes on every rank.

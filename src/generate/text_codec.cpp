@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/child_process.h"
+#include "common/json_read.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;
@@ -62,7 +63,7 @@ void run_codec(const TextCodec& codec, const std::string& command, const std::ve
 std::vector<int64_t> encode_text(const TextCodec& codec, const std::string& text) {
   TempDir tmp;
   run_codec(codec, "encode", {"--text=" + text, "--out", (tmp.path() / "ids.json").string()});
-  const auto j = nlohmann::json::parse(read_file(tmp.path() / "ids.json"));
+  const auto j = detail::read_json_file(tmp.path() / "ids.json");
   return j.get<std::vector<int64_t>>();
 }
 

@@ -12,6 +12,7 @@
 
 #include "attnlab/checkpoint_error.h"
 #include "common/durable_file.h"
+#include "common/input_file.h"
 
 namespace attnlab::interop {
 namespace {
@@ -32,6 +33,7 @@ std::string base64_decode(const std::string& text, const fs::path& file, int64_t
 
 // Token bytes by rank, checked to be exactly the ranks 0..N-1.
 std::vector<std::string> read_ranks(const fs::path& file) {
+  if (const auto problem = detail::regular_file_problem(file); !problem.empty()) throw CheckpointError(file, problem);
   std::ifstream in(file);
   if (!in) throw CheckpointError(file, "cannot be read (GPT-2's BPE ranks; scripts/setup.sh caches them)");
   std::map<int64_t, std::string> by_rank;

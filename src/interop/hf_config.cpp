@@ -1,13 +1,12 @@
 #include "interop/hf_config.h"
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "attnlab/arm_params.h"
 #include "attnlab/checkpoint_error.h"
 #include "attnlab/shards.h"
+#include "common/json_read.h"
 
 namespace attnlab::interop {
 namespace {
@@ -158,14 +157,10 @@ HfArchitecture from_attnlab(const ConfigReader& c) {
 }  // namespace
 
 json read_json_file(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in) throw CheckpointError(file, "missing or unreadable");
-  std::stringstream text;
-  text << in.rdbuf();
   try {
-    return json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    throw CheckpointError(file, std::string("not valid JSON: ") + e.what());
+    return detail::read_json_file(file);  // a FIFO, deep nesting or 1e400 named, never a crash or a hang
+  } catch (const FileError& e) {
+    throw CheckpointError(file, e.problem());
   }
 }
 

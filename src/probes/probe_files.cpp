@@ -3,15 +3,13 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fstream>
 #include <functional>
 #include <sstream>
 #include <stdexcept>
 
 #include "common/csv_table.h"
+#include "common/json_read.h"
 
 #include "attnlab/probe_measures.h"
 #include "attnlab/probe_run.h"
@@ -188,14 +186,8 @@ std::optional<Result> read_cached(const fs::path& file, const nlohmann::json& ke
   if (!fs::exists(status)) return std::nullopt;
   if (!fs::is_regular_file(status))
     throw std::runtime_error(file.string() + " is not a regular file: move it away so that the result can be written there");
-  std::ifstream in(file);
-  if (!in) {
-    spdlog::warn("{} cannot be read ({}); computing it again", file.string(), std::strerror(errno));
-    return std::nullopt;
-  }
   try {
-    const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) throw std::invalid_argument("not JSON");
+    const auto j = detail::read_json_file(file);  // unreadable, not JSON, nested too deep: computed again
     auto result = from_json(j);
     if (result_key(result) != key) return std::nullopt;
     if (fits) fits(result);

@@ -1,7 +1,6 @@
 #include "attnlab/run_dir.h"
 
 #include <algorithm>
-#include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -10,6 +9,8 @@
 
 #include "common/durable_file.h"
 #include "common/file_lock.h"
+#include "common/input_file.h"
+#include "common/json_read.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;
@@ -94,10 +95,15 @@ RunConfig RunDir::config() const {
 std::optional<FinalRecord> RunDir::final_record() const {
   const fs::path file = final_file();
   if (!fs::exists(file)) return std::nullopt;
-  std::ifstream in(file);
-  const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   try {
-    if (j.is_discarded()) throw FileError(file, "is not valid JSON (cut short?)");
+    // A FIFO or a directory is refused by what it is; deep nesting and numbers beyond a double too.
+    const std::string text = detail::read_regular_file(file, detail::kJsonMaxBytes);
+    nlohmann::json j;
+    try {
+      j = detail::parse_json(text);
+    } catch (const detail::JsonError& e) {
+      throw FileError(file, std::string("is not valid JSON (cut short?): ") + e.what());
+    }
     return final_record_from_json(j, file);
   } catch (const FileError& e) {
     std::string remedy = "delete final.json and run the same `attnlab train` (or sweep) again: ";

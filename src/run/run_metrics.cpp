@@ -14,7 +14,9 @@
 
 #include "attnlab/file_error.h"
 #include "common/durable_file.h"
+#include "common/input_file.h"
 #include "common/json_field.h"
+#include "common/json_read.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;
@@ -76,11 +78,12 @@ nlohmann::json to_json(const ActivationRecord& r) {
 }
 
 MetricsHistory read_metrics(const fs::path& metrics_jsonl) {
+  detail::require_regular_file(metrics_jsonl);  // a FIFO would block the open, a directory fail each read
   std::ifstream in(metrics_jsonl);
   if (!in) throw FileError(metrics_jsonl, "cannot read");
   MetricsHistory h;
   for (std::string line; std::getline(in, line);) {
-    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const auto j = detail::parse_json_or_discarded(line);
     if (j.is_discarded() || !j.is_object()) continue;
     const std::string type = j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>() : "";
     if (type == "activations") {
@@ -105,13 +108,13 @@ MetricsLog::MetricsLog(const fs::path& path, int64_t resume_step, AppendRetry re
     : path_(path), retry_(std::move(retry)) {
   if (!retry_.wait) retry_.wait = [](std::chrono::milliseconds ms) { std::this_thread::sleep_for(ms); };
   retry_.attempts = std::max(retry_.attempts, 1);
-  if (fs::exists(path)) {
+  if (detail::regular_file_exists(path)) {
     std::ifstream in(path);
     std::string line, kept;
     int64_t dropped = 0;
     while (std::getline(in, line)) {
       if (line.empty()) continue;
-      const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      const auto j = detail::parse_json_or_discarded(line);
       if (!j.is_discarded() && j.value("step", int64_t{0}) <= resume_step) {
         kept += line + "\n";
       } else {

@@ -2,12 +2,14 @@
 // report` can name runs that never produced a final.json.
 #include <chrono>
 #include <ctime>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
+#include "attnlab/file_error.h"
 #include "attnlab/sweep.h"
 #include "common/durable_file.h"
+#include "common/input_file.h"
+#include "common/json_read.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;
@@ -64,11 +66,15 @@ nlohmann::json manifest_json(const SweepSpec& spec, const std::vector<SweepRun>&
 
 std::optional<std::vector<ManifestEntry>> read_manifest(const fs::path& sweep_out) {
   const fs::path path = sweep_out / "manifest.json";
-  if (!fs::exists(path)) return std::nullopt;
-  std::ifstream in(path);
-  const auto manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (manifest.is_discarded() || !manifest.contains("runs"))
-    throw SweepError(path.string() + ": not a sweep manifest (unparsable, or no \"runs\")");
+  nlohmann::json manifest;
+  try {
+    if (!detail::regular_file_exists(path)) return std::nullopt;
+    manifest = detail::read_json_file(path);
+  } catch (const FileError& e) {
+    throw SweepError(std::string(e.what()) + " (not a sweep manifest)");
+  }
+  if (!manifest.is_object() || !manifest.contains("runs"))
+    throw SweepError(path.string() + ": not a sweep manifest (no \"runs\")");
   std::vector<ManifestEntry> entries;
   for (const auto& e : manifest["runs"]) {
     try {

@@ -45,10 +45,14 @@ std::optional<TrainResult> already_finished(const RunConfig& cfg, const Run& r) 
   return TrainResult{TrainStatus::finished, r.state.step, record->final_val_loss, r.dir.path()};
 }
 
-// Every rank checks that it holds rank 0's model and step, then joins the gradient all-reduce.
-void join_ranks(const RunConfig& cfg, Trainee& t, const Run& r) {
+// Every rank checks that it holds rank 0's model, step, config and options (one that stopped alone
+// would leave the others in a collective it never joins), then joins the gradient all-reduce.
+void join_ranks(const RunConfig& cfg, const TrainOptions& options, Trainee& t, const Run& r) {
   t.dp.verify_identical(*t.model, {{"resume step", r.state.step},
-                                   {"config hash", static_cast<int64_t>(std::stoull(config_hash(cfg), nullptr, 16))}});
+                                   {"config hash", config_hash(cfg)},
+                                   {"config", to_json(cfg)},
+                                   {"--stop-after", options.stop_after_steps},
+                                   {"--branch-from", options.branch_from ? options.branch_from->string() : ""}});
   t.dp.attach(*t.model);
 }
 
@@ -99,12 +103,16 @@ double evaluate(Evaluator& evaluator, Trainee& t, Run& r) {
   return val;
 }
 
-void save(Checkpointer& checkpointer, MetricsLogger& logger, const Trainee& t, Run& r) {
+// Rank 0 writes; the others wait for it as long as it lives, outside any collective (a write slower
+// than --dist-timeout must not fail the job: DataParallel::run_on_main).
+void save(Checkpointer& checkpointer, MetricsLogger& logger, Trainee& t, Run& r) {
   const auto t0 = std::chrono::steady_clock::now();
   logger.sync();  // the log is durable up to the step a resume will start from
   checkpointer.add_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   r.state.trainer.elapsed_s = r.elapsed();
-  if (r.writer) checkpointer.save(*r.writer, *t.model, *t.opt, r.state);
+  t.dp.run_on_main(fmt::format("the checkpoint of step {}", r.state.step), [&] {
+    if (r.writer) checkpointer.save(*r.writer, *t.model, *t.opt, r.state);
+  });
 }
 
 TrainResult interrupted(Trainee& t, const Run& r, int signal) {
@@ -149,8 +157,9 @@ FinalRecord final_record(const RunConfig& cfg, const Trainee& t, const Run& r, c
 TrainResult finish(const RunConfig& cfg, Trainee& t, const Run& r, const Components& c) {
   double val = c.evaluator.last_loss();
   if (std::isnan(val)) val = checked_loss(c.evaluator, t, r);  // a resume at the last step
-  if (r.writer) r.writer->write_final(final_record(cfg, t, r, c, val));
-  t.dp.barrier();
+  t.dp.run_on_main("final.json", [&] {  // the ranks leave together (run_on_main ends at a barrier)
+    if (r.writer) r.writer->write_final(final_record(cfg, t, r, c, val));
+  });
   spdlog::info("done: {} steps, final val loss {:.4f} nats/token, {}", r.state.step, val, format_duration(r.elapsed()));
   return {TrainStatus::finished, r.state.step, val, r.dir.path()};
 }
@@ -170,7 +179,7 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
   Checkpointer checkpointer(cfg.checkpoint);
   Run r = training::start_run(cfg, t, options);
   if (const auto done = already_finished(cfg, r)) return *done;
-  join_ranks(cfg, t, r);
+  join_ranks(cfg, options, t, r);
   MetricsLogger logger(cfg, r.open_metrics(), r.state.step);
   if (r.schedule_change) logger.log(*r.schedule_change);
   if (const auto stopped = stopped_during_start_up(t, r)) return *stopped;

@@ -6,98 +6,28 @@
 // hang: every child runs under a deadline and is killed (failing the test) past it.
 #include <gtest/gtest.h>
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <thread>
 
 #include "attnlab/trainer.h"
 #include "attnlab/run_dir.h"
-#include "e2e/micro_runs.h"
-
-extern char** environ;
+#include "e2e/rank_processes.h"
 
 namespace attnlab {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
+using testing::Clock;
+using testing::read;
+using testing::wait_until;
 
-const fs::path kAttnlab = fs::path(ATTNLAB_BINARY_DIR) / "attnlab";
-constexpr auto kDeadline = std::chrono::seconds(180);  // far above the ~10 s a job takes here
+constexpr auto kDeadline = testing::kJobDeadline;
 
-std::string read(const fs::path& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+int run_cli(const std::vector<std::string>& args, const fs::path& log) { return testing::run_job(args, log); }
 
-// `attnlab args...` with `env` ("NAME=value") replacing or extending ours, output appended to `log`.
-pid_t start(const std::vector<std::string>& args, const std::vector<std::string>& env, const fs::path& log) {
-  auto name_of = [](const std::string& entry) { return entry.substr(0, entry.find('=')); };
-  std::vector<std::string> env_strings(env);
-  for (char** e = environ; *e; ++e) {
-    const bool replaced = std::any_of(env.begin(), env.end(), [&](const auto& o) { return name_of(o) == name_of(*e); });
-    if (!replaced) env_strings.emplace_back(*e);
-  }
-  std::vector<char*> argv = {const_cast<char*>(kAttnlab.c_str())}, envp;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  for (auto& e : env_strings) envp.push_back(e.data());
-  argv.push_back(nullptr);
-  envp.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    dup2(fd, STDOUT_FILENO);
-    dup2(fd, STDERR_FILENO);
-    execve(kAttnlab.c_str(), argv.data(), envp.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-// The exit code (128 + signal when killed), or -1 after killing a child that outlived `deadline`.
-int wait_until(pid_t pid, Clock::time_point deadline) {
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (Clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-int run_cli(const std::vector<std::string>& args, const fs::path& log) {
-  return wait_until(start(args, {}, log), Clock::now() + kDeadline);
-}
-
-class DistributedTrain : public testing::MicroRuns {
- protected:
-  // `attnlab train` on run.yaml into run `out`, with extra arguments.
-  std::vector<std::string> train_args(const std::string& out, std::vector<std::string> extra = {}) const {
-    std::vector<std::string> args = {"train", "--config", (dir_ / "run.yaml").string(), "--set", "out_dir=" + run(out).string()};
-    args.insert(args.end(), extra.begin(), extra.end());
-    return args;
-  }
-  // Ranks started by hand (no launcher to stop a survivor): rank 0 serves the store.
-  std::vector<pid_t> start_ranks(const std::vector<std::vector<std::string>>& args, const fs::path& log_stem) const {
-    const std::string port = std::to_string(testing::free_port());
-    std::vector<pid_t> pids;
-    for (size_t r = 0; r < args.size(); ++r) {
-      pids.push_back(start(args[r],
-                           {"RANK=" + std::to_string(r), "LOCAL_RANK=" + std::to_string(r),
-                            "WORLD_SIZE=" + std::to_string(args.size()), "MASTER_ADDR=127.0.0.1",
-                            "MASTER_PORT=" + port},
-                           log_stem.string() + ".rank" + std::to_string(r) + ".log"));
-    }
-    return pids;
-  }
-};
+using DistributedTrain = testing::DistributedJob;
 
 // The data order is a function of (step, index in the global batch): 8 x 1 and 2 x 4 micro-batches
 // train on the same sequences, so only float rounding separates them. Losses, gradient norms and

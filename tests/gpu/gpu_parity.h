@@ -26,15 +26,23 @@ namespace attnlab::gpu {
 
 inline std::string dtype_name(at::ScalarType t) { return t == at::kBFloat16 ? "bf16" : "f16"; }
 
-/// Seeded values (parity::arm_values, B = H = 2) from `seed`; `extreme`: sinks +100 / -100 over heads,
-/// gate logits near +200 / -200.
-inline parity::ArmLeaves arm_case(uint64_t seed, int64_t T, int64_t d, bool extreme) {
+/// The inputs of a parity case: seeded values; extreme parameters; or keys sharing a large component,
+/// the class a half-precision backward that takes D_i from the rounded o fails (docs/kernels.md).
+enum class Inputs { ordinary, extreme, shared_keys };
+
+inline std::string inputs_name(Inputs inputs) {
+  return inputs == Inputs::extreme ? " extreme" : inputs == Inputs::shared_keys ? " shared keys" : "";
+}
+
+/// Seeded values (parity::arm_values, B = H = 2) from `seed`; extreme: sinks +100 / -100 over heads,
+/// gate logits near +200 / -200; shared_keys: parity::with_shared_key_component.
+inline parity::ArmLeaves arm_case(uint64_t seed, int64_t T, int64_t d, Inputs inputs) {
   auto l = parity::arm_values(seed, 2, 2, T, d);
-  if (extreme) {
+  if (inputs == Inputs::extreme) {
     const auto sign = at::tensor({1.0, -1.0}, at::kDouble);
     l.b = 100.0 * sign, l.tau = 1.0 - 25.0 * sign, l.c = 200.0 * sign;
   }
-  return l;
+  return inputs == Inputs::shared_keys ? parity::with_shared_key_component(l) : l;
 }
 
 /// `backend` on CUDA in `dtype` on the values `v` (already rounded to it), o, lse and every gradient

@@ -2,7 +2,7 @@
 // the CPU tests of its composition (tests/parity/test_cudnn_composition.cpp) cannot check, the kernel
 // call itself.
 //  - every in-attention arm in bfloat16 and float16, head_dim 64, T in {1, 65, 192, 257}, ordinary
-//    and extreme parameters, held to the half-precision rule as FlashAttention-2 is; head_dim 128 is
+//    extreme parameters and keys sharing a large component, held to the half-precision rule as FlashAttention-2 is; head_dim 128 is
 //    refused (kCudnnMaxHeadDim is 125: the 3 key columns pad it past 128);
 //  - its forward against FlashAttention-2's on the same inputs;
 //  - the first-use self-check passes for flash and cudnn on every arm and half dtype;
@@ -28,7 +28,9 @@
 namespace attnlab {
 namespace {
 
-parity::ArmLeaves values(int64_t T, int64_t d, bool extreme) { return gpu::arm_case(1900 + T + d, T, d, extreme); }
+using gpu::Inputs;
+
+parity::ArmLeaves values(int64_t T, int64_t d, Inputs inputs) { return gpu::arm_case(1900 + T + d, T, d, inputs); }
 
 using Param = std::tuple<std::string, at::ScalarType>;
 
@@ -38,11 +40,11 @@ TEST_P(CudaCudnnArmParity, CudnnWithinTwiceTheReferenceError) {
   SKIP_WITHOUT_CUDA();
   const auto& [name, dtype] = GetParam();
   const auto arm = parity::arm_named(name);
-  for (bool extreme : {false, true}) {
+  for (auto inputs : {Inputs::ordinary, Inputs::extreme, Inputs::shared_keys}) {
     for (int64_t T : {1, 65, 192, 257}) {  // cuDNN builds a graph per shape: few lengths, each a case
-      gpu::expect_backend_within_rule(arm, parity::rounded(values(T, 64, extreme), dtype), dtype, AttentionBackend::cudnn,
+      gpu::expect_backend_within_rule(arm, parity::rounded(values(T, 64, inputs), dtype), dtype, AttentionBackend::cudnn,
                                       name + " " + gpu::dtype_name(dtype) + " T=" + std::to_string(T) +
-                                          (extreme ? " extreme" : ""));
+                                          gpu::inputs_name(inputs));
     }
   }
 }
@@ -53,7 +55,7 @@ TEST_P(CudaCudnnArmParity, ForwardAgreesWithFlashAttention2) {
   SKIP_WITHOUT_CUDA();
   const auto& [name, dtype] = GetParam();
   const auto arm = parity::arm_named(name);
-  const auto v = parity::rounded(values(130, 64, false), dtype);
+  const auto v = parity::rounded(values(130, 64, Inputs::ordinary), dtype);
   const auto cudnn = parity::run_arm(arm, parity::as_leaves(v, at::kCUDA, dtype), AttentionBackend::cudnn, true);
   const auto flash = parity::run_arm(arm, parity::as_leaves(v, at::kCUDA, dtype), AttentionBackend::flash, true);
   parity::expect_close(cudnn.o, flash.o, dtype == at::kBFloat16 ? 0x1p-7 : 0x1p-10, name + " o");
@@ -69,7 +71,7 @@ INSTANTIATE_TEST_SUITE_P(AllArms, CudaCudnnArmParity,
 
 TEST(CudaCudnnAttention, HeadDim128IsRefusedWithTheReason) {
   SKIP_WITHOUT_CUDA();
-  const auto l = parity::as_leaves(values(9, 128, false), at::kCUDA, at::kBFloat16);
+  const auto l = parity::as_leaves(values(9, 128, Inputs::ordinary), at::kCUDA, at::kBFloat16);
   EXPECT_THROW(parity::run_arm(arm_by_name("baseline"), l, AttentionBackend::cudnn), std::invalid_argument);
 }
 

@@ -1,6 +1,7 @@
 // The flash backend on CUDA (FlashAttention-2 through at::_scaled_dot_product_flash_attention, label
 // gpu): every in-attention arm in bfloat16 and float16, head dims 64 and 128, T in {1, 2, 63, 64,
-// 65, 257}, ordinary and extreme parameters (b_h = +-100, gate logits +-200), o, lse, phantom mass
+// 65, 257}, ordinary and extreme parameters (b_h = +-100, gate logits +-200) and keys sharing a large
+// component (parity::with_shared_key_component), o, lse, phantom mass
 // and every gradient of a loss reading o and lse; determinism of the reductions the backend claims; the whole model under bf16 autocast.
 // Skipped, with the reason, where no CUDA device exists.
 //
@@ -27,7 +28,9 @@
 namespace attnlab {
 namespace {
 
-parity::ArmLeaves values(int64_t T, int64_t d, bool extreme) { return gpu::arm_case(900 + T + d, T, d, extreme); }
+using gpu::Inputs;
+
+parity::ArmLeaves values(int64_t T, int64_t d, Inputs inputs) { return gpu::arm_case(900 + T + d, T, d, inputs); }
 
 class CudaFlashArmParity : public ::testing::TestWithParam<std::tuple<std::string, at::ScalarType>> {};
 
@@ -35,13 +38,17 @@ TEST_P(CudaFlashArmParity, FlashWithinTwiceTheReferenceError) {
   SKIP_WITHOUT_CUDA();
   const auto& [name, dtype] = GetParam();
   const auto arm = parity::arm_named(name);
-  for (bool extreme : {false, true}) {
+  // Keys that share a large component (parity::with_shared_key_component): FlashAttention-2 takes D_i
+  // from the rounded o and rounds dS before dq = scale dS k, as the CPU kernel does, which fails this
+  // class on CPU (tests/parity/test_half_shared_keys.cpp); this is where the GPU kernel shows whether it does.
+  for (auto inputs : {Inputs::ordinary, Inputs::extreme, Inputs::shared_keys}) {
     for (int64_t d : {64, 128}) {
       for (int64_t T : {1, 2, 63, 64, 65, 257}) {
         // The loss reads lse too, so the lse-gradient path runs (phantom-mass probes differentiate it).
-        gpu::expect_backend_within_rule(arm, parity::rounded(values(T, d, extreme), dtype), dtype, AttentionBackend::flash,
+        gpu::expect_backend_within_rule(arm, parity::rounded(values(T, d, inputs), dtype), dtype, AttentionBackend::flash,
                                         name + " " + gpu::dtype_name(dtype) + " d=" + std::to_string(d) +
-                                            " T=" + std::to_string(T) + (extreme ? " extreme" : ""));
+                                            " T=" + std::to_string(T) +
+                                            gpu::inputs_name(inputs));
       }
     }
   }
@@ -105,7 +112,7 @@ TEST(CudaFlashAttention, ClaimedGradientsAreBitIdenticalAcrossCalls) {
   SKIP_WITHOUT_CUDA();
   for (const char* name : {"sink_logit", "combo", "combo2", "renorm"}) {
     const auto arm = parity::arm_named(name);
-    const auto l = parity::as_leaves(values(300, 64, false), at::kCUDA, at::kBFloat16);
+    const auto l = parity::as_leaves(values(300, 64, Inputs::ordinary), at::kCUDA, at::kBFloat16);
     const auto a = parity::run_arm(arm, l, AttentionBackend::flash), b = parity::run_arm(arm, l, AttentionBackend::flash);
     for (const auto& [x, y, what] : {std::tuple{a.db, b.db, "d b_h"}, std::tuple{a.dtau, b.dtau, "d tau"},
                                      std::tuple{a.dw, b.dw, "d w"}, std::tuple{a.dc, b.dc, "d c"}}) {
@@ -117,7 +124,7 @@ TEST(CudaFlashAttention, ClaimedGradientsAreBitIdenticalAcrossCalls) {
   at::globalContext().setDeterministicAlgorithms(true, false);
   for (const char* name : {"baseline", "sink_logit"}) {  // no matmul outside the kernel (cuBLAS asks for an env var)
     const auto arm = parity::arm_named(name);
-    const auto l = parity::as_leaves(values(300, 64, false), at::kCUDA, at::kBFloat16);
+    const auto l = parity::as_leaves(values(300, 64, Inputs::ordinary), at::kCUDA, at::kBFloat16);
     const auto a = parity::run_arm(arm, l, AttentionBackend::flash), b = parity::run_arm(arm, l, AttentionBackend::flash);
     EXPECT_TRUE(at::equal(a.dq, b.dq) && at::equal(a.dk, b.dk) && at::equal(a.dv, b.dv))
         << name << ": dq, dk, dv differ between calls in deterministic mode";

@@ -41,16 +41,21 @@ TEST_P(CudaArmParity, FusedWithinTwiceTheReferenceError) {
   SKIP_WITHOUT_FUSED_CUDA();
   const auto& [name, dtype] = GetParam();
   const auto arm = parity::arm_named(name);
-  for (int64_t d : {64, 128}) {
-    for (int64_t T : {1, 7, 100, 257}) {
-      const auto values = parity::rounded(parity::arm_values(77 + T, 2, 2, T, d), dtype);
-      const auto exact = parity::run_arm(arm, parity::as_leaves(values, at::kCPU, at::kDouble),
-                                         AttentionBackend::reference);
-      const auto low = parity::run_arm(arm, parity::as_leaves(values, at::kCUDA, dtype), AttentionBackend::reference);
-      const auto fused = parity::run_arm(arm, parity::as_leaves(values, at::kCUDA, dtype), AttentionBackend::fused);
-      parity::expect_run_within_rule(fused, low, exact,
-                                     name + " " + dtype_name(dtype) + " d=" + std::to_string(d) + " T=" + std::to_string(T),
-                                     {floor_for(dtype)});
+  for (bool shared_keys : {false, true}) {  // keys sharing a large component (parity::with_shared_key_component)
+    for (int64_t d : {64, 128}) {
+      for (int64_t T : {1, 7, 100, 257}) {
+        auto raw = parity::arm_values(77 + T, 2, 2, T, d);
+        if (shared_keys) raw = parity::with_shared_key_component(raw);
+        const auto values = parity::rounded(raw, dtype);
+        const auto exact = parity::run_arm(arm, parity::as_leaves(values, at::kCPU, at::kDouble),
+                                           AttentionBackend::reference);
+        const auto low = parity::run_arm(arm, parity::as_leaves(values, at::kCUDA, dtype), AttentionBackend::reference);
+        const auto fused = parity::run_arm(arm, parity::as_leaves(values, at::kCUDA, dtype), AttentionBackend::fused);
+        parity::expect_run_within_rule(fused, low, exact,
+                                       name + " " + dtype_name(dtype) + " d=" + std::to_string(d) + " T=" + std::to_string(T) +
+                                           (shared_keys ? " shared keys" : ""),
+                                       {floor_for(dtype)});
+      }
     }
   }
 }

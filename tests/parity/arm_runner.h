@@ -41,6 +41,18 @@ inline ArmLeaves arm_values(uint64_t seed, int64_t B, int64_t H, int64_t T, int6
           normal({H}, 1.0, 0.2),      normal({H, d}, 0, 0.3),      normal({H}, 0, 1)};
 }
 
+/// The input class of keys sharing a large common component: k_j + c, with one c per head (seeded,
+/// each element ~ N(0, magnitude^2)), like the mean key direction of trained models. Softmax ignores
+/// it (q_i . c is the same for every key of row i), but a half-precision backward that takes D_i from
+/// the rounded o and rounds dS before dq = scale dS k leaves sum_j dS_ij's rounding in dq, times |c|
+/// (docs/kernels.md, "Precision in bfloat16 / float16"). Every half-precision parity suite runs it.
+inline ArmLeaves with_shared_key_component(ArmLeaves l, double magnitude = 8.0, uint64_t seed = 31) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const auto c = at::normal(0.0, magnitude, {1, l.k.size(1), 1, l.k.size(3)}, gen, at::TensorOptions().dtype(at::kDouble));
+  l.k = l.k + c.to(l.k.device());
+  return l;
+}
+
 /// Every output and gradient of two runs within `tol` (normalised error, parity_helpers.h).
 inline void expect_arm_runs_close(const ArmRun& got, const ArmRun& want, double tol, const std::string& what) {
   expect_close(got.o, want.o, tol, what + " o");

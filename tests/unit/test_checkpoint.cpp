@@ -223,7 +223,7 @@ TEST(Safetensors, CorruptFilesThrowNamingTheFile) {
   expect_rejected(file, "exceeds the file");
   write_bytes(file, "abc");
   expect_rejected(file, "shorter than the 8-byte header length");
-  expect_rejected(tmp.path() / "missing.safetensors", "cannot read");
+  expect_rejected(tmp.path() / "missing.safetensors", "does not exist");
 }
 
 // ---- checkpoints ----------------------------------------------------------------------------------

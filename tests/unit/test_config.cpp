@@ -112,7 +112,7 @@ TEST_F(ConfigTest, ImpossibleValuesNameTheKey) {
 }
 
 TEST_F(ConfigTest, FileErrorsNameTheFile) {
-  EXPECT_NE(error_of("missing.yaml").find("missing.yaml: config file not found"), std::string::npos);
+  EXPECT_NE(error_of("missing.yaml").find("missing.yaml: does not exist"), std::string::npos);
   write("broken.yaml", "model: {arm: [\n");
   EXPECT_NE(error_of("broken.yaml").find("broken.yaml"), std::string::npos);
   write("loop.yaml", "include: [loop.yaml]\n");
@@ -185,9 +185,11 @@ TEST_F(ConfigTest, KeysMustBeNamesAndAliasBombsAreRefused) {
   }
   write("bomb.yaml", bomb);  // 10^9 values once expanded
   EXPECT_NE(error_of("bomb.yaml").find("more than 100000 values once aliases are expanded"), std::string::npos);
-  EXPECT_NE(error_of(".").find(": is a directory, not a config file"), std::string::npos);
-  write("endless.yaml", "include: [/dev/zero]\n");  // read to its 16 MiB cap, then refused
-  EXPECT_NE(error_of("endless.yaml").find("/dev/zero: larger than 16 MiB; not a config file"), std::string::npos);
+  EXPECT_NE(error_of(".").find(": is a directory, not a regular file"), std::string::npos);
+  write("endless.yaml", "include: [/dev/zero]\n");  // refused by what it is, never read
+  EXPECT_NE(error_of("endless.yaml").find("/dev/zero: is a character device, not a regular file"), std::string::npos);
+  write("huge.yaml", "x: " + std::string(17 << 20, 'a') + "\n");  // over the 16 MiB cap
+  EXPECT_NE(error_of("huge.yaml").find("huge.yaml: is 17825796 bytes, more than the 16777216"), std::string::npos);
 }
 
 TEST_F(ConfigTest, SweepFilesRefuseDuplicateKeysAndOctal) {

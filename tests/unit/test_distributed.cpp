@@ -3,9 +3,14 @@
 // backward passes do (division by a world size of 1) and skip the all-reduce until asked.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <functional>
 #include <map>
 #include <optional>
+#include <thread>
 
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
 #include "attnlab/distributed.h"
@@ -145,6 +150,83 @@ TEST(DataParallel, OneGlooRankReducesExactlyAndOnlyWhenAsked) {
     expect_same_grads("after micro-batch 2 of step " + std::to_string(step));
   }
   dp.barrier();
+}
+
+// Two Gloo ranks in two threads of this process: `body(rank, dp)` on each; what each threw ("" when
+// nothing). The ranks wait for each other at most `timeout` in a collective.
+std::vector<std::string> two_ranks(std::chrono::milliseconds timeout,
+                                   const std::function<void(int rank, dist::DataParallel& dp)>& body) {
+  const int port = testing::free_port();
+  const auto level = spdlog::get_level();  // a rank other than 0 lowers it for the process
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        dist::LaunchEnv env;
+        env.rank = rank, env.world_size = 2, env.local_rank = rank;
+        env.master_addr = "127.0.0.1", env.master_port = port;
+        c10::Device device(c10::kCPU);
+        dist::DataParallel dp(env, device, timeout);
+        body(rank, dp);
+      } catch (const std::exception& e) {
+        errors[rank] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  spdlog::set_level(level);
+  return errors;
+}
+
+// Rank 0 writes for 2.5 s under a collective timeout of 1 s: rank 1 waits for it (outside any
+// collective, watching rank 0's heartbeat) and returns only once the write is done.
+TEST(DataParallel, RunOnMainWaitsForAWriteLongerThanTheTimeout) {
+  std::atomic<bool> written{false};
+  std::atomic<int> writers{0};
+  std::vector<double> sums(2);
+  const auto errors = two_ranks(std::chrono::seconds(1), [&](int rank, dist::DataParallel& dp) {
+    dp.run_on_main("the slow file", [&] {
+      ++writers;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+      written = true;
+    });
+    if (!written) throw std::runtime_error("returned before rank 0 had written");
+    sums[rank] = dp.sum({1.0})[0];  // the ranks go on together
+  });
+  EXPECT_EQ(errors, (std::vector<std::string>{"", ""}));
+  EXPECT_EQ(writers, 1);
+  EXPECT_EQ(sums, (std::vector<double>{2.0, 2.0}));
+}
+
+TEST(DataParallel, AWriteThatFailsOnRankZeroStopsTheOthers) {
+  const auto errors = two_ranks(std::chrono::seconds(5), [](int, dist::DataParallel& dp) {
+    dp.run_on_main("final.json", [] { throw std::runtime_error("disk full"); });
+  });
+  EXPECT_EQ(errors[0], "disk full");
+  EXPECT_NE(errors[1].find("rank 1 of 2: rank 0 failed to write final.json"), std::string::npos) << errors[1];
+}
+
+// The facts are compared key by key: the differing rank names each difference (a missing key as
+// "none"), every rank the facts that differ and how many ranks differ.
+TEST(DataParallel, FactsThatDifferAreNamedByKeyOnEveryRank) {
+  torch::nn::Linear model(2, 2);
+  const auto errors = two_ranks(std::chrono::seconds(30), [&](int rank, dist::DataParallel& dp) {
+    nlohmann::json config = {{"optim", {{"lr", 0.001}, {"beta2", 0.95}}}, {"seed", 1}};
+    if (rank == 1) config["optim"]["lr"] = 0.002, config["optim"].erase("beta2"), config["extra"] = true;
+    dp.verify_identical(*model, {{"resume step", 7}, {"--stop-after", rank == 0 ? 0 : 3}, {"config", config}});
+  });
+  EXPECT_NE(errors[1].find("--stop-after: rank 0 has 0, this rank 3; config optim.beta2: rank 0 has 0.95, this rank "
+                           "none; config optim.lr: rank 0 has 0.001, this rank 0.002; config extra: rank 0 has none, "
+                           "this rank true"),
+            std::string::npos)
+      << errors[1];
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("--stop-after: rank 0 has 0, 1 rank(s) differ; config: 1 rank(s) differ from rank 0"),
+              std::string::npos)
+        << e;
+    EXPECT_EQ(e.find("resume step"), std::string::npos) << e;  // equal everywhere: not named
+  }
 }
 
 }  // namespace

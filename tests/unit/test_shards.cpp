@@ -212,7 +212,7 @@ TEST(Tokenizer, FieldsOfTheWrongTypeOrRangeAreRefused) {
       {R"({"tokenizer": "bytes", "vocab_size": 257, "source": ["a"]})", "\"source\": expected a string"},
       {R"({"tokenizer": "bytes", "vocab_size": 18446744073709551615})", "vocab_size 18446744073709551615 does not fit"},
       {R"({"tokenizer": "bytes", "vocab_size": 65537})", "vocab_size 65537 does not fit"},
-      {R"({"tokenizer": "bytes", "vocab_size": 257, "documents": 1e400})", "not valid JSON"},  // beyond a double
+      {R"({"tokenizer": "bytes", "vocab_size": 257, "documents": 1e400})", "beyond the range of a double"},
   };
   for (const auto& [text, fragment] : cases) {
     dir.write_text("tokenizer.json", text);
@@ -262,7 +262,7 @@ TEST(TrainVal, DifferentTokenizersAreRefusedNamingBothFilesAndWhatDiffers) {
   TwoDirs missing("model bytes", "model bytes");
   std::remove((missing.b + "/tokenizer.model").c_str());
   expect_data_error([&] { open_train_val(missing.a + "/c_train_*.bin", missing.b + "/c_val_*.bin", 4096); },
-                    {missing.b + "/tokenizer.model: cannot read the SentencePiece model that " + missing.b + "/tokenizer.json names"});
+                    {missing.b + "/tokenizer.model: does not exist (the SentencePiece model that " + missing.b + "/tokenizer.json names)"});
 }
 
 TEST(TrainVal, ADirectoryWithoutTokenizerJsonSharesTheOthersWithANote) {

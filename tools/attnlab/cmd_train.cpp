@@ -51,7 +51,8 @@ void add_train_command(CLI::App& app) {
       ->check(positive());
   cmd->add_option("--dist-timeout", args->dist_timeout_s,
                   "Data-parallel jobs: seconds a rank waits for the others (rendezvous, each collective) before "
-                  "the job ends with an error instead of hanging")
+                  "the job ends with an error instead of hanging; rank 0's checkpoint writes are waited for as long "
+                  "as it is alive (docs/distributed.md)")
       ->capture_default_str()
       ->check(positive());
   cmd->callback([args] {

@@ -64,6 +64,17 @@ def has_lone_surrogate(value) -> bool:
     return False
 
 
+def nesting_depth(value) -> int:
+    """Arrays and objects nested around the deepest value (1 for [] or {}), as src/common/json_read.h counts."""
+    depth, level = 0, [(value, 1)]
+    while level:
+        v, d = level.pop()
+        if isinstance(v, (dict, list)):
+            depth = max(depth, d)
+            level.extend((c, d + 1) for c in (v.values() if isinstance(v, dict) else v))
+    return depth
+
+
 def read_tokenizer_json(path: Path, model_vocab: int):
     """(ok, reason): docs/data.md's rules for tokenizer.json, and its vocab_size against the model's."""
     try:
@@ -73,6 +84,8 @@ def read_tokenizer_json(path: Path, model_vocab: int):
         return False, f"not JSON ({e})"
     if has_lone_surrogate(j):
         return False, "not JSON (a lone surrogate)"
+    if nesting_depth(j) > 64:
+        return False, "nested deeper than 64 levels"
     if not isinstance(j, dict):
         return False, "not an object"
     if not isinstance(j.get("tokenizer"), str) or j["tokenizer"] not in KINDS:

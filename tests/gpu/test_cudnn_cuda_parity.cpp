@@ -1,7 +1,7 @@
 // The cuDNN route on CUDA (at::_scaled_dot_product_cudnn_attention and its backward, label gpu): what
 // the CPU tests of its composition (tests/parity/test_cudnn_composition.cpp) cannot check, the kernel
 // call itself.
-//  - every in-attention arm in bfloat16 and float16, head_dim 64, T in {1, 65, 192, 257}, ordinary
+//  - every in-attention arm in bfloat16 and float16, head_dim 64, T in {1, 65, 192, 257}, ordinary,
 //    extreme parameters and keys sharing a large component, held to the half-precision rule as FlashAttention-2 is; head_dim 128 is
 //    refused (kCudnnMaxHeadDim is 125: the 3 key columns pad it past 128);
 //  - its forward against FlashAttention-2's on the same inputs;

@@ -83,6 +83,9 @@ struct DifferenceResult {
   /// beside these): Holm's adjustment of tests.t->p_value over the family of the group's differences
   /// that have one (every row of its table with a t p-value); none where the t test has no p-value.
   std::optional<double> p_holm;
+  /// mean / the group's noise floor (NoiseFloor::stats.sd), where the group has one: how many
+  /// null spreads the difference is from 0. Filled by build_report() like p_holm.
+  std::optional<double> over_floor;
 };
 
 /// The difference `contrast` over the runs of one group (one tier): for every seed that any of its
@@ -101,6 +104,28 @@ struct ArmResult {
   std::optional<PaperFigure> paper;
 };
 
+/// One null (A/A) difference: an arm's null twin (init seed + offset, the same data order) minus the
+/// arm's own run at that seed, final validation loss in nats.
+struct NullDifference {
+  std::string arm;
+  uint64_t seed = 0;
+  double value = 0.0;
+};
+
+/// The noise floor of one group (docs/sweeps.md, "Null pairs"): its null differences and their
+/// statistics; stats.sd (none below two pairs) is the floor, the spread of a paired difference
+/// between two identical arms, to which each contrast's mean is compared.
+struct NoiseFloor {
+  std::vector<NullDifference> pairs;  ///< by arm, then seed
+  std::vector<std::string> skipped;   ///< twins not paired, and why ("baseline s2: ...")
+  SampleStats stats;                  ///< over pairs' values
+};
+
+/// The null differences of `twins` (the group's null twin runs) against `runs` (the group's own):
+/// a twin pairs with the finished run of its arm and seed when both finished on the same validation
+/// data (val_fingerprint, val_tokens); otherwise it is skipped, saying why.
+NoiseFloor noise_floor(const std::vector<const RunRecord*>& runs, const std::vector<const RunRecord*>& twins);
+
 /// The runs of one tier (and, for grids over other keys, one variant).
 struct GroupReport {
   std::string tier, variant;
@@ -108,6 +133,9 @@ struct GroupReport {
   std::vector<DifferenceResult> differences;
   std::optional<std::string> best_arm;  ///< lowest mean final val loss among arms with a finished run
   std::vector<size_t> runs;             ///< indices into SweepReport::runs
+  /// From the group's null twins (variant "<variant>/null"), when the sweep has any: they form no
+  /// group of their own.
+  std::optional<NoiseFloor> noise_floor;
 };
 
 struct SweepReport {

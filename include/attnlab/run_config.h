@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,11 @@ struct TrackConfig {
 struct RunConfig {
   std::string tier = "micro";   ///< informational: the tier file the dims came from
   uint64_t seed = 1;            ///< paired-seed protocol: init and batch order (SPEC section 3)
+  /// The parameter initialisation's seed and the batch order's seed, when they differ from `seed`
+  /// (unset: `seed`, so a config without them means what it always did). A null (A/A) pair is one
+  /// arm under two init seeds with one data seed (docs/sweeps.md, "Null pairs").
+  std::optional<uint64_t> init_seed;
+  std::optional<uint64_t> data_seed;
   std::string out_dir = "runs/run";
   ModelConfig model;
   AttentionConfig attention;
@@ -102,6 +108,9 @@ struct RunConfig {
   EvalConfig eval;
   CheckpointConfig checkpoint;
   TrackConfig track;
+
+  uint64_t effective_init_seed() const { return init_seed.value_or(seed); }  ///< init_parameters' seed
+  uint64_t effective_data_seed() const { return data_seed.value_or(seed); }  ///< BatchSampler's seed
 
   // Valid (without overflow) once validate() has passed.
   int64_t effective_tokens_per_step() const;

@@ -28,6 +28,17 @@ struct GridAxis {
   std::map<std::string, std::vector<std::string>> per_tier;
 };
 
+/// `null_pairs:` the sweep's null (A/A) runs (docs/sweeps.md, "Null pairs"): every run of these
+/// arms again, with init_seed = its init seed + init_seed_offset and its data seed unchanged, named
+/// in the variant "<variant>/null" ("null" for plain grids). The report pairs each with its original.
+struct NullPairs {
+  std::vector<std::string> arms;
+  uint64_t init_seed_offset = 1000;
+};
+
+/// The variant part that marks a null twin ("<tier>/<arm>[/<variant>]/null/s<seed>").
+inline constexpr const char* kNullVariantPart = "null";
+
 /// A sweep file, paths resolved (relative ones against the sweep file's directory, except `out`,
 /// which is relative to the working directory like a run's out_dir).
 struct SweepSpec {
@@ -46,6 +57,7 @@ struct SweepSpec {
   /// trainer checkpoints and the task requeues itself: `slurm_signal_margin:`, else
   /// default_slurm_signal_margin(time_limit_s). load_sweep() refuses a limit it does not fit.
   int64_t slurm_signal_margin = 300;
+  std::optional<NullPairs> null_pairs;  ///< `null_pairs:`; none without it
 };
 
 /// Error in a sweep file or its expansion; the message names the file and the key.
@@ -93,12 +105,19 @@ std::string sweep_run_name(const std::string& tier, const std::string& arm, cons
 /// for this tier, arm and seed; "" otherwise (a directory laid out by hand).
 std::string variant_of_run_name(const std::filesystem::path& name, const std::string& tier, const std::string& arm,
                                 uint64_t seed);
+/// "<variant>/null" ("null" for ""): the variant of `variant`'s null twins.
+std::string null_variant(const std::string& variant);
+/// The variant whose null twins `variant` holds ("a/null" -> "a", "null" -> ""), or std::nullopt
+/// when `variant` is not a null twins' variant.
+std::optional<std::string> null_twin_of(const std::string& variant);
 /// `variant` without the part of grid key `key` (e.g. optim.weight_decay): runs that differ only there.
 std::string variant_without(const std::string& variant, const std::string& key);
 
 /// Expands the grid (the cartesian product, tier axis first in file order) into runs and resolves
-/// each run's config exactly as `attnlab train` will. Writes nothing outside a temporary directory.
-/// Throws SweepError on duplicate names, ConfigError (naming the run) on an invalid config.
+/// each run's config exactly as `attnlab train` will, then the null twins of `null_pairs` after
+/// them. Writes nothing outside a temporary directory. Throws SweepError on duplicate names, a
+/// null_pairs arm with no run, or an init seed + offset beyond 2^64 - 1; ConfigError (naming the
+/// run) on an invalid config.
 std::vector<SweepRun> expand_sweep(const SweepSpec& spec);
 
 /// Writes <out>/configs/<tier>.yaml for the tiers of `runs`: a file that includes the base, then the

@@ -5,7 +5,9 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <set>
+#include <type_traits>
 #include <utility>
 
 #include <fmt/format.h>
@@ -19,6 +21,11 @@
 
 namespace attnlab {
 namespace {
+
+template <class T>
+struct is_optional : std::false_type {};
+template <class T>
+struct is_optional<std::optional<T>> : std::true_type {};
 
 template <class V>
 void visit_model_fields(ModelConfig& m, V& v) {
@@ -41,6 +48,8 @@ template <class V>
 void visit_fields(RunConfig& c, V& v) {
   v.field("tier", c.tier);
   v.field("seed", c.seed);
+  v.field("init_seed", c.init_seed);  // optional: written only when set
+  v.field("data_seed", c.data_seed);
   v.field("out_dir", c.out_dir);
   v.section("model", [&] { visit_model_fields(c.model, v); });
   v.section("attention", [&] { v.field("backend", c.attention.backend); });
@@ -95,7 +104,9 @@ struct JsonWriter {
   nlohmann::json* cur = &root;
   template <class T>
   void field(const char* key, const T& value) {
-    if constexpr (std::is_enum_v<T>) {
+    if constexpr (is_optional<T>::value) {
+      if (value) field(key, *value);  // an unset key is left out, so configs without it keep their bytes
+    } else if constexpr (std::is_enum_v<T>) {
       (*cur)[key] = name_table<T>().name(value);  // the name the YAML holds
     } else {
       (*cur)[key] = value;
@@ -123,7 +134,13 @@ struct YamlReader {
     known.insert(path(key));
     const YAML::Node node = std::as_const(cur)[key];
     if (!node) return;
-    if constexpr (std::is_enum_v<T>) {
+    if constexpr (is_optional<T>::value) {
+      if (node.IsNull()) {  // `key: null` unsets what an included file set
+        out.reset();
+      } else {
+        out = yaml_io::read_scalar<typename T::value_type>(node, path(key));
+      }
+    } else if constexpr (std::is_enum_v<T>) {
       out = read_name<T>(node, path(key));
     } else {
       out = yaml_io::read_scalar<T>(node, path(key));
@@ -164,7 +181,9 @@ struct ValueCheck {
 
   template <class T>
   void field(const char* key, const T& value) {
-    if constexpr (std::is_floating_point_v<T>) {
+    if constexpr (is_optional<T>::value) {
+      if (value) field(key, *value);
+    } else if constexpr (std::is_floating_point_v<T>) {
       if (!std::isfinite(value))
         throw ConfigError(fmt::format("{}{}: must be a finite number, got {}", prefix, key, yaml_io::format_float(value)));
     } else if constexpr (std::is_same_v<T, std::string>) {
@@ -189,6 +208,9 @@ RunConfig from_yaml(const YAML::Node& root) {
   YamlReader reader{root, "", {}};
   visit_fields(cfg, reader);
   yaml_io::reject_unknown_keys(root, reader.known);
+  // A seed equal to `seed` says nothing more: one spelling per run, so one config hash.
+  if (cfg.init_seed == cfg.seed) cfg.init_seed.reset();
+  if (cfg.data_seed == cfg.seed) cfg.data_seed.reset();
   validate(cfg);
   return cfg;
 }
@@ -325,6 +347,9 @@ std::vector<std::string> differing_keys(const RunConfig& a, const RunConfig& b) 
   const auto fa = to_json(a).flatten(), fb = to_json(b).flatten();
   for (const auto& [key, value] : fa.items()) {
     if (!fb.contains(key) || fb[key] != value) keys.push_back(key.substr(1));  // "/optim/lr" -> "optim/lr"
+  }
+  for (const auto& [key, value] : fb.items()) {  // a key set in b only (an optional one)
+    if (!fa.contains(key)) keys.push_back(key.substr(1));
   }
   for (auto& key : keys) std::replace(key.begin(), key.end(), '/', '.');
   return keys;

@@ -52,7 +52,7 @@ const std::vector<Contrast>& spec_contrasts() {
 }
 
 DifferenceResult pair_contrast(const Contrast& contrast, const std::vector<const RunRecord*>& runs) {
-  DifferenceResult result{contrast, {}, {}, {}, std::nullopt, {}, std::nullopt};
+  DifferenceResult result{contrast, {}, {}, {}, std::nullopt, {}, std::nullopt, std::nullopt};
   std::set<uint64_t> seeds;
   for (const auto* r : runs) seeds.insert(r->seed);
   std::vector<double> values;

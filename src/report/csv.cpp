@@ -1,4 +1,5 @@
 // The report as CSV files (one table each), for spreadsheets and pandas.
+#include <algorithm>
 #include <sstream>
 
 #include "attnlab/report.h"
@@ -71,9 +72,15 @@ std::string losses_csv(const SweepReport& r) {
   return t.str();
 }
 
+bool has_noise_floor(const SweepReport& r) {
+  return std::any_of(r.groups.begin(), r.groups.end(), [](const GroupReport& g) { return g.noise_floor.has_value(); });
+}
+
 std::string differences_csv(const SweepReport& r) {
   std::vector<std::string> header = {"tier", "variant", "id", "quantity", "definition", "n", "mean", "sd", "same_sign"};
   header.insert(header.end(), kTestColumns.begin(), kTestColumns.end());
+  const bool floor = has_noise_floor(r);  // the column only where a sweep has null pairs
+  if (floor) header.push_back("over_floor");
   if (r.compare_paper) header.push_back("paper");
   Table t(header);
   for (const auto& g : r.groups)
@@ -81,6 +88,7 @@ std::string differences_csv(const SweepReport& r) {
       if (!report_format::in_sweep(g, d)) continue;
       std::vector<std::string> row = {g.tier, g.variant, d.contrast.id, d.contrast.quantity, d.contrast.definition};
       add_difference_cells(row, d);
+      if (floor) row.push_back(d.over_floor ? number(*d.over_floor) : "");
       if (r.compare_paper) row.push_back(paper_cell(d.paper));
       t.row(row);
     }
@@ -117,14 +125,27 @@ std::string paper_table_csv(const SweepReport& r) {
   return t.str();
 }
 
+// One line per null twin: its difference from its original, or why it was not paired.
+std::string noise_floor_csv(const SweepReport& r) {
+  Table t({"tier", "variant", "arm", "seed", "value", "not_paired_because"});
+  for (const auto& g : r.groups) {
+    if (!g.noise_floor) continue;
+    for (const auto& p : g.noise_floor->pairs) t.row({g.tier, g.variant, p.arm, std::to_string(p.seed), number(p.value), ""});
+    for (const auto& s : g.noise_floor->skipped) t.row({g.tier, g.variant, "", "", "", s});
+  }
+  return t.str();
+}
+
 }  // namespace
 
 std::map<std::string, std::string> report_csv(const SweepReport& r) {
-  return {{"runs.csv", runs_csv(r)},
-          {"losses.csv", losses_csv(r)},
-          {"differences.csv", differences_csv(r)},
-          {"pairs.csv", pairs_csv(r)},
-          {"paper_table.csv", paper_table_csv(r)}};
+  std::map<std::string, std::string> files = {{"runs.csv", runs_csv(r)},
+                                              {"losses.csv", losses_csv(r)},
+                                              {"differences.csv", differences_csv(r)},
+                                              {"pairs.csv", pairs_csv(r)},
+                                              {"paper_table.csv", paper_table_csv(r)}};
+  if (has_noise_floor(r)) files["noise_floor.csv"] = noise_floor_csv(r);
+  return files;
 }
 
 }  // namespace attnlab

@@ -73,17 +73,37 @@ void not_in_sweep_line(std::ostream& out, const GroupReport& g) {
   out << "Not in this sweep: " << join(quantities) << " (no run of " << join(arms) << ").\n\n";
 }
 
+std::string null_arms(const NoiseFloor& f) {
+  std::vector<std::string> arms;
+  for (const auto& p : f.pairs)
+    if (std::find(arms.begin(), arms.end(), p.arm) == arms.end()) arms.push_back(p.arm);
+  return fmt::format("{}", fmt::join(arms, ", "));
+}
+
 void table_row(std::ostream& out, const std::string& label, const std::vector<std::string>& cells) {
   out << "| " << label << " |";
   for (const auto& c : cells) out << " " << c << " |";
   out << "\n";
 }
 
+// The group's noise floor: its null pairs' spread, and the twins it could not pair.
+void noise_floor_section(std::ostream& out, const NoiseFloor& f) {
+  out << "### Noise floor (null pairs: an arm again under another init seed, on the same data)\n\n";
+  if (f.pairs.empty()) out << "No null pair finished yet.\n\n";
+  else
+    out << fmt::format("{} null differences (twin - original, nats): mean {}, sd {} (the floor); arms {}.\n\n",
+                       f.stats.n, rf::diff(f.stats.mean), rf::sd(f.stats), null_arms(f));
+  for (const auto& skip : f.skipped) out << "- not paired: " << skip << "\n";
+  if (!f.skipped.empty()) out << "\n";
+}
+
 void difference_table(std::ostream& out, const SweepReport& r, const GroupReport& g) {
+  const bool floor = g.noise_floor.has_value();
   out << "### Paired differences (nats; positive: the arm subtracted is better)\n\n"
       << "| quantity | definition | mean | sd | 95% CI | p (t) | p Holm | p sign-flip | p Wilcoxon | same sign | n "
          "| seeds for CI to exclude 0 | seeds for 80% power |"
-      << (r.compare_paper ? " paper |" : "") << "\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+      << (floor ? " mean / floor |" : "") << (r.compare_paper ? " paper |" : "")
+      << "\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" << (floor ? "---:|" : "")
       << (r.compare_paper ? "---:|" : "") << "\n";
   std::vector<std::string> notes;
   for (const auto& d : g.differences) {
@@ -98,6 +118,7 @@ void difference_table(std::ostream& out, const SweepReport& r, const GroupReport
     cells.push_back(std::to_string(s.n));
     cells.push_back(measured(test.seeds));
     cells.push_back(measured(test.seeds_for_power));
+    if (floor) cells.push_back(d.over_floor ? fmt::format("{:+.1f}", *d.over_floor) : "n/a");
     if (r.compare_paper) cells.push_back(d.paper ? rf::paper(*d.paper) : "");
     table_row(out, d.contrast.quantity, cells);
     if (s.n > 0)
@@ -108,6 +129,7 @@ void difference_table(std::ostream& out, const SweepReport& r, const GroupReport
   for (const auto& note : notes) out << "- " << note << "\n";
   if (!notes.empty()) out << "\n";
   not_in_sweep_line(out, g);
+  if (floor) noise_floor_section(out, *g.noise_floor);
 }
 
 const DifferenceResult* find_difference(const GroupReport& g, const std::string& id) {
@@ -197,6 +219,9 @@ std::string report_markdown(const SweepReport& r) {
          "detect this mean at this sd 8 times in 10 (noncentral t); same sign: seeds whose difference has the sign "
          "of the mean; a pair needs two finished runs with the same tier, seed and validation data. docs/sweeps.md "
          "defines every column.\n\n";
+  if (std::any_of(r.groups.begin(), r.groups.end(), [](const GroupReport& g) { return g.noise_floor.has_value(); }))
+    out << "mean / floor: the mean in units of the noise floor, the sd of the group's null differences (an arm against "
+           "itself under another init seed, on the same data: docs/sweeps.md, \"Null pairs\").\n\n";
   std::vector<std::string> variants;
   for (const auto& g : r.groups) {
     out << "## " << rf::group_title(g) << "\n\n";

@@ -5,6 +5,7 @@
 
 #include "attnlab/arm.h"
 #include "attnlab/report.h"
+#include "attnlab/sweep.h"
 
 namespace attnlab {
 namespace fs = std::filesystem;
@@ -43,6 +44,18 @@ std::optional<std::string> best_arm(const std::vector<ArmResult>& arms) {
   return best;
 }
 
+// The group's null twins, when the sweep has any, give its noise floor and each difference's ratio to it.
+void add_noise_floor(const SweepReport& report, GroupReport& group, const std::vector<const RunRecord*>& runs) {
+  std::vector<const RunRecord*> twins;
+  for (const auto& r : report.runs)
+    if (r.tier == group.tier && r.variant == null_variant(group.variant)) twins.push_back(&r);
+  if (twins.empty()) return;
+  group.noise_floor = noise_floor(runs, twins);
+  const auto& sd = group.noise_floor->stats.sd;
+  for (auto& d : group.differences)
+    if (d.stats.n > 0 && sd && *sd > 0) d.over_floor = d.stats.mean / *sd;
+}
+
 GroupReport group_report(const SweepReport& report, const std::string& tier, const std::string& variant) {
   GroupReport group;
   group.tier = tier, group.variant = variant;
@@ -62,6 +75,7 @@ GroupReport group_report(const SweepReport& report, const std::string& tier, con
   }
   adjust_family(group.differences);
   group.best_arm = best_arm(group.arms);
+  add_noise_floor(report, group, runs);
   return group;
 }
 
@@ -90,6 +104,7 @@ SweepReport build_report(const fs::path& sweep_dir, bool compare_paper) {
   }
   for (const auto& tier : ordered_tiers(tiers))
     for (const auto& variant : variants) {
+      if (null_twin_of(variant)) continue;  // null twins are their group's noise floor, not a group
       auto group = group_report(report, tier, variant);
       if (!group.runs.empty()) report.groups.push_back(std::move(group));
     }

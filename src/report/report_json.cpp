@@ -99,6 +99,16 @@ nlohmann::json difference_json(const DifferenceResult& d) {
           {"paper", paper_json(d.paper)}};
 }
 
+// The group's null pairs (report.h NoiseFloor): each difference, the twins not paired, the floor.
+nlohmann::json noise_floor_json(const NoiseFloor& f) {
+  nlohmann::json pairs = nlohmann::json::array();
+  for (const auto& p : f.pairs) pairs.push_back({{"arm", p.arm}, {"seed", p.seed}, {"value", p.value}});
+  return {{"stats", stats_json(f.stats)},
+          {"floor", f.stats.sd ? nlohmann::json(*f.stats.sd) : nlohmann::json()},
+          {"pairs", pairs},
+          {"skipped", f.skipped}};
+}
+
 nlohmann::json group_json(const GroupReport& g) {
   nlohmann::json arms = nlohmann::json::array(), diffs = nlohmann::json::array(), runs = nlohmann::json::array();
   nlohmann::json absent = nlohmann::json::array();  // differences whose arms the group never ran
@@ -108,19 +118,25 @@ nlohmann::json group_json(const GroupReport& g) {
   nlohmann::json holm = nlohmann::json::array();  // the ids of the family p_value_holm adjusts over
   for (const auto& d : g.differences) {
     const auto missing = report_format::arms_not_in(g, d.contrast);
-    if (missing.empty()) diffs.push_back(difference_json(d));
-    else absent.push_back({{"id", d.contrast.id}, {"quantity", d.contrast.quantity}, {"missing_arms", missing}});
+    if (!missing.empty()) {
+      absent.push_back({{"id", d.contrast.id}, {"quantity", d.contrast.quantity}, {"missing_arms", missing}});
+    } else {
+      diffs.push_back(difference_json(d));
+      if (g.noise_floor) diffs.back()["over_floor"] = d.over_floor ? nlohmann::json(*d.over_floor) : nlohmann::json();
+    }
     if (d.p_holm) holm.push_back(d.contrast.id);
   }
   for (size_t i : g.runs) runs.push_back(i);
-  return {{"tier", g.tier},
-          {"variant", g.variant},
-          {"arms", arms},
-          {"best_arm", g.best_arm ? nlohmann::json(*g.best_arm) : nlohmann::json()},
-          {"differences", diffs},
-          {"holm_family", holm},
-          {"not_in_sweep", absent},
-          {"runs", runs}};  // indices into the top-level "runs"
+  nlohmann::json j = {{"tier", g.tier},
+                      {"variant", g.variant},
+                      {"arms", arms},
+                      {"best_arm", g.best_arm ? nlohmann::json(*g.best_arm) : nlohmann::json()},
+                      {"differences", diffs},
+                      {"holm_family", holm},
+                      {"not_in_sweep", absent},
+                      {"runs", runs}};  // indices into the top-level "runs"
+  if (g.noise_floor) j["noise_floor"] = noise_floor_json(*g.noise_floor);  // only where the sweep has null pairs
+  return j;
 }
 
 }  // namespace

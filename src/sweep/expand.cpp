@@ -2,8 +2,10 @@
 // keys, so it stays the same however the grid is written or reordered.
 #include <stdlib.h>
 
+#include <cstdint>
 #include <set>
 
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include "attnlab/sweep.h"
@@ -53,13 +55,15 @@ std::string includes_yaml(const SweepSpec& spec, const std::vector<std::string>&
          out.c_str() + "\n";
 }
 
-// Fills name / variant / out_dir from the resolved config and the non-(tier, arm, seed) grid keys.
-void name_run(const SweepSpec& spec, SweepRun& run) {
+// Fills name / variant / out_dir from the resolved config and the non-(tier, arm, seed) grid keys;
+// a null twin's variant ends in "null".
+void name_run(const SweepSpec& spec, SweepRun& run, bool null_twin) {
   std::string variant;
   for (const auto& [key, value] : run.point) {
     if (key == "tier" || key == "model.arm" || key == "seed") continue;
     variant += (variant.empty() ? "" : "/") + variant_part(key, value);
   }
+  if (null_twin) variant = null_variant(variant);
   const auto& cfg = run.resolved;
   run.variant = variant;
   run.name = sweep_run_name(cfg.tier, cfg.model.arm, variant, cfg.seed);
@@ -80,7 +84,9 @@ struct ScratchDir {
   }
 };
 
-SweepRun resolve_run(const SweepSpec& spec, const Point& point, const fs::path& scratch) {
+// `twin_seeds`: a null twin's init_seed= and data_seed= overrides, after the grid point's.
+SweepRun resolve_run(const SweepSpec& spec, const Point& point, const fs::path& scratch,
+                     const std::vector<std::string>& twin_seeds = {}) {
   SweepRun run;
   run.point = point;
   run.includes = {spec.base.string()};
@@ -100,6 +106,7 @@ SweepRun resolve_run(const SweepSpec& spec, const Point& point, const fs::path& 
   run.overrides.insert(run.overrides.end(), spec.set.begin(), spec.set.end());
   for (const auto& [key, value] : point)
     if (key != "tier") run.overrides.push_back(key + "=" + value);
+  run.overrides.insert(run.overrides.end(), twin_seeds.begin(), twin_seeds.end());
   try {
     run.resolved = load_run_config(config, run.overrides);
   } catch (const ConfigError& e) {
@@ -107,11 +114,37 @@ SweepRun resolve_run(const SweepSpec& spec, const Point& point, const fs::path& 
     for (const auto& [key, value] : point) where += " " + key + "=" + value;
     throw ConfigError(spec.file.string() + ": run" + where + ": " + e.what());
   }
-  name_run(spec, run);
+  name_run(spec, run, !twin_seeds.empty());
   run.overrides.push_back("out_dir=" + run.out_dir.string());
   run.resolved.out_dir = run.out_dir.string();
   run.config_hash = config_hash(run.resolved);
   return run;
+}
+
+// The null twin of `original`: the same run under init seed + offset, on the same data order.
+SweepRun null_twin(const SweepSpec& spec, const SweepRun& original, const fs::path& scratch) {
+  const auto& cfg = original.resolved;
+  const uint64_t offset = spec.null_pairs->init_seed_offset;
+  if (cfg.effective_init_seed() > UINT64_MAX - offset)
+    throw SweepError(fmt::format("{}: null_pairs.init_seed_offset: run {}'s init seed {} + {} is beyond 2^64 - 1",
+                                 spec.file.string(), original.name, cfg.effective_init_seed(), offset));
+  return resolve_run(spec, original.point, scratch,
+                     {"init_seed=" + std::to_string(cfg.effective_init_seed() + offset),
+                      "data_seed=" + std::to_string(cfg.effective_data_seed())});
+}
+
+// The twins of every run of the null_pairs arms; an arm without a run is refused (a misspelt name).
+std::vector<SweepRun> null_twins(const SweepSpec& spec, const std::vector<SweepRun>& runs, const fs::path& scratch) {
+  std::vector<SweepRun> twins;
+  if (!spec.null_pairs) return twins;
+  for (const auto& arm : spec.null_pairs->arms) {
+    const auto before = twins.size();
+    for (const auto& run : runs)
+      if (run.resolved.model.arm == arm) twins.push_back(null_twin(spec, run, scratch));
+    if (twins.size() == before)
+      throw SweepError(spec.file.string() + ": null_pairs.arms: " + arm + " has no run in the grid");
+  }
+  return twins;
 }
 
 }  // namespace
@@ -119,13 +152,12 @@ SweepRun resolve_run(const SweepSpec& spec, const Point& point, const fs::path& 
 std::vector<SweepRun> expand_sweep(const SweepSpec& spec) {
   ScratchDir scratch;
   std::vector<SweepRun> runs;
+  for (const auto& point : grid_points(spec)) runs.push_back(resolve_run(spec, point, scratch.path));
+  for (auto& twin : null_twins(spec, runs, scratch.path)) runs.push_back(std::move(twin));
   std::set<std::string> names;
-  for (const auto& point : grid_points(spec)) {
-    runs.push_back(resolve_run(spec, point, scratch.path));
-    if (!names.insert(runs.back().name).second)
-      throw SweepError(spec.file.string() + ": two grid points give the run " + runs.back().name +
-                       " (a value listed twice?)");
-  }
+  for (const auto& run : runs)
+    if (!names.insert(run.name).second)
+      throw SweepError(spec.file.string() + ": two grid points give the run " + run.name + " (a value listed twice?)");
   return runs;
 }
 

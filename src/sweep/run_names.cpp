@@ -27,6 +27,16 @@ std::string variant_of_run_name(const fs::path& name, const std::string& tier, c
   return variant;
 }
 
+std::string null_variant(const std::string& variant) {
+  return variant.empty() ? kNullVariantPart : variant + "/" + kNullVariantPart;
+}
+
+std::optional<std::string> null_twin_of(const std::string& variant) {
+  const fs::path p(variant);
+  if (p.filename() != kNullVariantPart) return std::nullopt;
+  return p.parent_path().string();
+}
+
 std::string variant_without(const std::string& variant, const std::string& key) {
   const std::string prefix = variant_part(key, "");
   std::string out;

@@ -12,8 +12,8 @@ namespace attnlab {
 namespace fs = std::filesystem;
 namespace {
 
-const std::set<std::string> kSweepKeys = {"name",  "base", "tiers_dir", "out",
-                                          "threads_per_run", "set", "grid", "slurm", "slurm_signal_margin"};
+const std::set<std::string> kSweepKeys = {"name", "base",  "tiers_dir", "out",                 "threads_per_run",
+                                          "set",  "grid", "slurm",     "slurm_signal_margin", "null_pairs"};
 
 // A node as the text `--set` would take: scalars verbatim, anything else in flow style.
 std::string yaml_text(const YAML::Node& node) {
@@ -82,6 +82,30 @@ void check_grid(const SweepSpec& spec) {
   }
 }
 
+// `null_pairs: {arms: [...], init_seed_offset: N}`; the arms are checked against the runs at expansion.
+NullPairs read_null_pairs(const YAML::Node& node, const std::string& file) {
+  const std::string where = file + ": null_pairs";
+  if (!node.IsMap()) throw SweepError(where + ": expected a mapping with arms: [...] (and init_seed_offset: N)");
+  NullPairs pairs;
+  for (const auto& kv : node) {
+    const auto key = kv.first.as<std::string>();
+    if (key != "arms" && key != "init_seed_offset")
+      throw SweepError(where + "." + key + ": unknown key (known: arms, init_seed_offset)");
+  }
+  if (!node["arms"]) throw SweepError(where + ".arms: required (the arms run twice, under two init seeds)");
+  pairs.arms = scalar_list(node["arms"], where + ".arms");
+  if (const auto offset = node["init_seed_offset"]) {
+    try {
+      pairs.init_seed_offset = yaml_io::read_scalar<uint64_t>(offset, "null_pairs.init_seed_offset");
+    } catch (const ConfigError& e) {
+      throw SweepError(file + ": " + e.what());
+    }
+    if (pairs.init_seed_offset == 0)
+      throw SweepError(where + ".init_seed_offset: must be positive (0 would run each twin under its original's seed)");
+  }
+  return pairs;
+}
+
 // The `slurm:` options and the warning margin; a margin that leaves the task no time to train is
 // refused rather than making every allocation checkpoint, requeue and wait.
 void read_slurm(const YAML::Node& root, SweepSpec& spec) {
@@ -138,7 +162,7 @@ SweepSpec load_sweep(const fs::path& path) {
   for (const auto& kv : root)
     if (!kSweepKeys.count(kv.first.as<std::string>()))
       throw SweepError(file + ": " + kv.first.as<std::string>() + ": unknown key (known: name, base, tiers_dir, out, "
-                       "threads_per_run, set, grid, slurm, slurm_signal_margin)");
+                       "threads_per_run, set, grid, slurm, slurm_signal_margin, null_pairs)");
   for (const char* key : {"base", "out", "grid"})
     if (!root[key]) throw SweepError(file + ": " + key + ": required");
   if (!root["grid"].IsMap()) throw SweepError(file + ": grid: expected a mapping of key: [values]");
@@ -162,6 +186,7 @@ SweepSpec load_sweep(const fs::path& path) {
   if (root["set"]) spec.set = read_set(root["set"], file);
   for (const auto& kv : root["grid"]) spec.grid.push_back(read_axis(kv.first.as<std::string>(), kv.second, file));
   read_slurm(root, spec);
+  if (root["null_pairs"]) spec.null_pairs = read_null_pairs(root["null_pairs"], file);
   check_grid(spec);
   return spec;
 }

@@ -57,13 +57,13 @@ void open_data(Trainee& t, const RunConfig& cfg) {
   spdlog::info("data: train {} tokens ({}), val {} tokens ({})", data.train->num_tokens(), cfg.data.train,
                data.val->num_tokens(), cfg.data.val);
   t.sampler = std::make_unique<BatchSampler>(
-      data.train, BatchSamplerOptions{cfg.train.batch_size, cfg.train.seq_len, cfg.seed});
+      data.train, BatchSamplerOptions{cfg.train.batch_size, cfg.train.seq_len, cfg.effective_data_seed()});
   t.val = std::make_shared<const ValidationSet>(data.val, cfg.train.seq_len, cfg.data.val_tokens);
 }
 
 void build_model(Trainee& t, const RunConfig& cfg) {
   t.model = GPT(cfg.model);
-  init_parameters(*t.model, cfg.seed);
+  init_parameters(*t.model, cfg.effective_init_seed());
   t.model->to(t.device);
   t.model->set_attention_backend(cfg.attention.backend);
   t.opt = make_optimizer(*t.model, cfg.optim);

@@ -36,7 +36,7 @@ struct Trainee {
 
 /// Checks `cfg` and the environment and builds everything a run needs before its directory is
 /// claimed (so a refused start leaves nothing behind): the device, the ranks, the data, the model
-/// initialised from cfg.seed on its device, AdamW on its parameter groups, and the first-use
+/// initialised from cfg.effective_init_seed() on its device, AdamW on its parameter groups, and the first-use
 /// self-check of the run's attention on its device (TrainOptions::self_check_on_cpu).
 Trainee make_trainee(const RunConfig& cfg, const TrainOptions& options);
 

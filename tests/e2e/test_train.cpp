@@ -127,6 +127,27 @@ TEST_F(TrainTest, InterruptedRunResumesBitIdentically) {
   EXPECT_EQ(final_json["final_val_loss"].get<double>(), resumed.final_val_loss);
 }
 
+// init_seed drives the initialisation, data_seed the batch order: (seed 1, init_seed 5) and (seed 5,
+// data_seed 1) are the same run (init 5, data 1) bit for bit; changing either one changes the losses.
+TEST_F(TrainTest, InitSeedDrivesTheInitialisationAndDataSeedTheBatchOrder) {
+  auto losses = [&](const std::string& out, const std::vector<std::string>& sets) {
+    auto all = sets;
+    all.push_back("train.max_steps=3");
+    train(config(out, all));
+    std::vector<double> out_losses;
+    for (const auto& line : metrics(dir_ / out)) out_losses.push_back(line["train_loss"].get<double>());
+    return out_losses;
+  };
+  const auto a = losses("a", {"seed=1", "init_seed=5"});
+  const auto b = losses("b", {"seed=5", "data_seed=1"});
+  const auto init1 = losses("c", {"seed=1"});  // init 1, data 1: a's data, another init
+  const auto data5 = losses("d", {"seed=5"});  // init 5, data 5: b's init, another data order
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(a, b) << "init 5 and data 1, spelt two ways";
+  EXPECT_NE(a[0], init1[0]) << "the init seed changes the first loss";
+  EXPECT_NE(b[0], data5[0]) << "the data seed changes the first batch";
+}
+
 TEST_F(TrainTest, ValidationLossFalls) {
   train(config("a", {"train.max_steps=24"}));
   std::vector<double> val;

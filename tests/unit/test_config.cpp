@@ -96,6 +96,43 @@ TEST_F(ConfigTest, TrackingKeysAreCheckedAndStayOutOfTheHash) {
   EXPECT_NE(config_hash(plain), config_hash(load_run_config(dir_ / "run.yaml", {"checkpoint.keep_every=10"})));
 }
 
+// The two seeds (docs/config.md, "Seeds"): unset, a config means what it always did, with the hash
+// the build before them printed for run.yaml (d78697878743a01f; 8c40ed1cd438cbfb with seed=9);
+// set to seed, they are no change; otherwise each drives its own use and the hash.
+TEST_F(ConfigTest, InitAndDataSeedsDefaultToSeedAndKeepOldHashes) {
+  const auto plain = load_run_config(dir_ / "run.yaml");
+  EXPECT_EQ(config_hash(plain), "d78697878743a01f");
+  EXPECT_EQ(config_hash(load_run_config(dir_ / "run.yaml", {"seed=9"})), "8c40ed1cd438cbfb");
+  EXPECT_FALSE(plain.init_seed.has_value());
+  EXPECT_EQ(plain.effective_init_seed(), 5u);
+  EXPECT_EQ(plain.effective_data_seed(), 5u);
+  EXPECT_EQ(to_yaml(plain).find("_seed"), std::string::npos) << "unset seeds are not written";
+  const auto same = load_run_config(dir_ / "run.yaml", {"init_seed=5", "data_seed=5"});
+  EXPECT_EQ(config_hash(same), config_hash(plain));
+  EXPECT_FALSE(same.init_seed.has_value());
+
+  const auto init = load_run_config(dir_ / "run.yaml", {"init_seed=1005"});
+  EXPECT_EQ(init.effective_init_seed(), 1005u);
+  EXPECT_EQ(init.effective_data_seed(), 5u);
+  EXPECT_NE(config_hash(init), config_hash(plain));
+  EXPECT_EQ(differing_keys(plain, init), (std::vector<std::string>{"init_seed"}));
+  EXPECT_EQ(differing_keys(init, plain), (std::vector<std::string>{"init_seed"}));
+  const auto data = load_run_config(dir_ / "run.yaml", {"data_seed=6"});
+  EXPECT_EQ(data.effective_init_seed(), 5u);
+  EXPECT_EQ(data.effective_data_seed(), 6u);
+  EXPECT_NE(config_hash(data), config_hash(init));
+  // Written and read back; null unsets what an included file set.
+  const auto back = run_config_from_json(to_json(init));
+  EXPECT_EQ(back.init_seed, std::optional<uint64_t>(1005));
+  EXPECT_EQ(config_hash(back), config_hash(init));
+  EXPECT_NE(to_yaml(init).find("init_seed: 1005"), std::string::npos);
+  write("seeded.yaml", "include: [run.yaml]\ninit_seed: 77\n");
+  EXPECT_EQ(load_run_config(dir_ / "seeded.yaml").effective_init_seed(), 77u);
+  EXPECT_FALSE(load_run_config(dir_ / "seeded.yaml", {"init_seed=null"}).init_seed.has_value());
+  EXPECT_EQ(error_of("run.yaml", {"init_seed=-1"}), "init_seed: expected an integer, got '-1'");
+  EXPECT_EQ(error_of("run.yaml", {"data_seed=x"}), "data_seed: expected an integer, got 'x'");
+}
+
 TEST_F(ConfigTest, ImpossibleValuesNameTheKey) {
   EXPECT_NE(error_of("run.yaml", {"model.arm=sinklogit"}).find("unknown attention arm 'sinklogit'"), std::string::npos);
   EXPECT_EQ(error_of("run.yaml", {"model.d_model=33"}), "model.d_model = 33 is not divisible by model.n_head = 2");

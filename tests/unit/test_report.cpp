@@ -3,6 +3,7 @@
 // across different validation data.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -51,17 +52,18 @@ class ReportTest : public ::testing::Test {
     finished("t2", "baseline", 2, 4.310);
     finished("t2", "sink_logit", 1, 4.290);
     finished("t2", "sink_logit", 2, 4.280, 1, "old-hash");
-    std::ofstream(dir() / "manifest.json") << nlohmann::json({{"runs", manifest_}}).dump(2);
+    write_manifest();
   }
 
   fs::path dir() const { return tmp_.path(); }
-  static std::string name(const std::string& tier, const std::string& arm, uint64_t seed) {
-    return tier + "/" + arm + "/s" + std::to_string(seed);
+  std::string name(const std::string& tier, const std::string& arm, uint64_t seed) const {
+    return tier + "/" + arm + (variant_.empty() ? "" : "/" + variant_) + "/s" + std::to_string(seed);
   }
   void add_to_manifest(const std::string& tier, const std::string& arm, uint64_t seed) {
     manifest_.push_back({{"name", name(tier, arm, seed)}, {"tier", tier}, {"arm", arm}, {"seed", seed},
-                         {"variant", ""}, {"config_hash", "hash"}});
+                         {"variant", variant_}, {"config_hash", "hash"}});
   }
+  void write_manifest() { std::ofstream(dir() / "manifest.json") << nlohmann::json({{"runs", manifest_}}).dump(2); }
   fs::path claim(const std::string& tier, const std::string& arm, uint64_t seed) {
     const fs::path run = dir() / name(tier, arm, seed);
     fs::create_directories(run);
@@ -104,6 +106,7 @@ class ReportTest : public ::testing::Test {
 
   testing::TempDir tmp_;
   nlohmann::json manifest_ = nlohmann::json::array();
+  std::string variant_;  ///< the variant of the runs the helpers add ("" for the grid above)
 };
 
 void expect_stats(const SampleStats& s, int64_t n, double mean, std::optional<double> sd, int64_t same_sign,
@@ -373,6 +376,58 @@ TEST_F(ReportTest, JsonAndCsvCarryTheSameNumbers) {
   const auto written = write_report_files(report, dir() / "out");
   EXPECT_EQ(written.size(), 7u);
   EXPECT_TRUE(fs::exists(dir() / "out/report.json"));
+}
+
+// Null twins of t1's baseline (variant "null", as a sweep's null_pairs names them): 4.103 at s1,
+// 4.196 at s2, s3 stopped at step 50. Null differences twin - original: +0.003 and -0.004, mean
+// -0.0005, sd sqrt(2 * 0.0035^2) = 0.0035 sqrt 2 (the floor). The zero-option increment of t1
+// (0.020, 0.010, 0.010; mean 0.04 / 3) is then 0.04 / 3 / (0.0035 sqrt 2) = 2.694 floors from 0.
+TEST_F(ReportTest, NullTwinsGiveTheirGroupANoiseFloorAndFormNoGroupOfTheirOwn) {
+  variant_ = "null";
+  for (uint64_t seed : {1, 2, 3}) add_to_manifest("t1", "baseline", seed);
+  finished("t1", "baseline", 1, 4.103);
+  finished("t1", "baseline", 2, 4.196);
+  partial("t1", "baseline", 3, 50);
+  write_manifest();
+  const auto report = build_report(dir(), false);
+  for (const auto& g : report.groups) EXPECT_NE(g.variant, "null") << "null twins form no group";
+  const auto& t1 = group(report, "t1");
+  ASSERT_TRUE(t1.noise_floor.has_value());
+  const auto& floor = *t1.noise_floor;
+  ASSERT_EQ(floor.pairs.size(), 2u);
+  EXPECT_EQ(floor.pairs[0].arm, "baseline");
+  EXPECT_EQ(floor.pairs[0].seed, 1u);
+  EXPECT_NEAR(floor.pairs[0].value, 0.003, 1e-12);
+  EXPECT_NEAR(floor.pairs[1].value, -0.004, 1e-12);
+  expect_stats(floor.stats, 2, -0.0005, 0.0035 * std::sqrt(2.0), 1, "null differences");
+  ASSERT_EQ(floor.skipped.size(), 1u);
+  EXPECT_EQ(floor.skipped[0], "baseline s3: the null twin has not finished");
+  const auto& zero = diff(t1, "zero_option");
+  ASSERT_TRUE(zero.over_floor.has_value());
+  EXPECT_NEAR(*zero.over_floor, 0.04 / 3 / (0.0035 * std::sqrt(2.0)), 1e-9);
+  EXPECT_FALSE(group(report, "t2").noise_floor.has_value()) << "t2 has no null twins";
+
+  const auto md = report_markdown(report);
+  EXPECT_NE(md.find("| mean / floor |"), std::string::npos);
+  EXPECT_NE(md.find("| +2.7 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("2 null differences (twin - original, nats): mean -0.0005, sd 0.0049 (the floor); arms baseline."),
+            std::string::npos) << md;
+  const auto j = report_json(report);
+  EXPECT_NEAR(j["groups"][0]["noise_floor"]["floor"].get<double>(), 0.0035 * std::sqrt(2.0), 1e-12);
+  EXPECT_EQ(j["groups"][0]["noise_floor"]["pairs"].size(), 2u);
+  EXPECT_FALSE(j["groups"][1].contains("noise_floor"));
+  const auto csv = report_csv(report);
+  EXPECT_NE(csv.at("noise_floor.csv").find("t1,,baseline,2,-0.004,"), std::string::npos) << csv.at("noise_floor.csv");
+  EXPECT_NE(csv.at("differences.csv").find(",over_floor"), std::string::npos);
+}
+
+TEST_F(ReportTest, WithoutNullTwinsTheRenderingsHaveNoFloorColumns) {
+  const auto report = build_report(dir(), false);
+  for (const auto& g : report.groups) EXPECT_FALSE(g.noise_floor.has_value());
+  EXPECT_EQ(report_markdown(report).find("mean / floor"), std::string::npos);
+  EXPECT_EQ(report_markdown(report).find("Noise floor"), std::string::npos);
+  EXPECT_EQ(report_csv(report).count("noise_floor.csv"), 0u);
+  EXPECT_EQ(report_csv(report).at("differences.csv").find("over_floor"), std::string::npos);
 }
 
 TEST_F(ReportTest, WithoutAManifestRunDirectoriesAreFoundAndUnstartedOnesCannotBe) {

@@ -77,6 +77,46 @@ TEST_F(SweepTest, GridExpandsTierFirstWithStableNamesAndOverrides) {
   EXPECT_EQ(differing_keys(runs[4].resolved, runs[6].resolved), (std::vector<std::string>{"model.arm", "out_dir"}));
 }
 
+// null_pairs: each run of the listed arms again, init seed + offset on the same data order, after the
+// grid's runs, in the variant "<variant>/null"; and the refusals.
+TEST_F(SweepTest, NullPairsAddOneTwinPerRunOfTheirArmsUnderAnotherInitSeed) {
+  const auto runs = expand_sweep(sweep("grid:\n  model.arm: [baseline, combo2]\n  seed: [1, 2]\n  optim.lr: [0.002]\n"
+                                       "null_pairs: {arms: [baseline], init_seed_offset: 100}\n"));
+  ASSERT_EQ(runs.size(), 6u);
+  EXPECT_EQ(runs[4].name, "baseline/optim.lr-0.002/null/s1");
+  EXPECT_EQ(runs[5].name, "baseline/optim.lr-0.002/null/s2");
+  EXPECT_EQ(runs[5].variant, "optim.lr-0.002/null");
+  EXPECT_EQ(null_twin_of(runs[5].variant), std::optional<std::string>("optim.lr-0.002"));
+  EXPECT_EQ(null_twin_of(runs[0].variant), std::nullopt);
+  const auto& twin = runs[5].resolved;
+  EXPECT_EQ(twin.seed, 2u);
+  EXPECT_EQ(twin.effective_init_seed(), 102u);
+  EXPECT_EQ(twin.effective_data_seed(), 2u);
+  EXPECT_EQ(differing_keys(runs[1].resolved, twin), (std::vector<std::string>{"out_dir", "init_seed"}));
+  EXPECT_NE(runs[5].config_hash, runs[1].config_hash);
+  // Default offset 1000.
+  const auto plain = expand_sweep(sweep("grid:\n  seed: [7]\nnull_pairs: {arms: [baseline]}\n"));
+  ASSERT_EQ(plain.size(), 2u);
+  EXPECT_EQ(plain[1].name, "baseline/null/s7");
+  EXPECT_EQ(plain[1].variant, "null");
+  EXPECT_EQ(null_twin_of("null"), std::optional<std::string>(""));
+  EXPECT_EQ(plain[1].resolved.effective_init_seed(), 1007u);
+
+  EXPECT_EQ(error_of("grid:\n  seed: [1]\nnull_pairs: {arms: [combo]}\n"),
+            (dir() / "sweeps/s.yaml").string() + ": null_pairs.arms: combo has no run in the grid");
+  EXPECT_EQ(error_of("grid:\n  seed: [1]\nnull_pairs: {arms: [baseline], offset: 3}\n"),
+            (dir() / "sweeps/s.yaml").string() + ": null_pairs.offset: unknown key (known: arms, init_seed_offset)");
+  EXPECT_EQ(error_of("grid:\n  seed: [1]\nnull_pairs: {arms: [baseline], init_seed_offset: 0}\n"),
+            (dir() / "sweeps/s.yaml").string() +
+                ": null_pairs.init_seed_offset: must be positive (0 would run each twin under its original's seed)");
+  EXPECT_EQ(error_of("grid:\n  seed: [1]\nnull_pairs: [baseline]\n"),
+            (dir() / "sweeps/s.yaml").string() + ": null_pairs: expected a mapping with arms: [...] (and init_seed_offset: N)");
+  EXPECT_EQ(error_of("grid:\n  seed: [18446744073709551615]\nnull_pairs: {arms: [baseline]}\n"),
+            (dir() / "sweeps/s.yaml").string() +
+                ": null_pairs.init_seed_offset: run baseline/s18446744073709551615's init seed 18446744073709551615 + 1000 "
+                "is beyond 2^64 - 1");
+}
+
 TEST_F(SweepTest, PerTierSeedListsAndExtraKeysInTheName) {
   const auto runs = expand_sweep(sweep("threads_per_run: 3\ngrid:\n  tier: [small, big]\n  optim.weight_decay: [0.0, 0.1]\n"
                                        "  seed: {small: [1, 2, 3], big: [7]}\n"));
@@ -297,6 +337,19 @@ TEST(ShippedSweeps, DemoIsFourArmsTwoSeedsOnTheMicroTier) {
     EXPECT_EQ(r.resolved.train.threads, 1);
     EXPECT_LT(r.resolved.total_steps(), 600);  // cut below the micro tier's budget to fit 20 minutes
   }
+}
+
+TEST(ShippedSweeps, NullPairsTwinEveryDemoRunOfBaselineAndSinkLogit) {
+  const fs::path root = ATTNLAB_SOURCE_DIR;
+  const auto runs = expand_sweep(load_sweep(root / "configs/sweeps/null_pairs.yaml"));
+  ASSERT_EQ(runs.size(), 12u);
+  EXPECT_EQ(runs[6].name, "micro/baseline/null/s1");
+  EXPECT_EQ(runs[6].resolved.effective_init_seed(), 1001u);
+  EXPECT_EQ(runs[6].resolved.effective_data_seed(), 1u);
+  EXPECT_EQ(runs.back().name, "micro/sink_logit/null/s3");
+  // The originals are the demo's runs (same config hash), plus a third seed.
+  const auto demo = expand_sweep(load_sweep(root / "configs/sweeps/demo.yaml"));
+  EXPECT_EQ(runs[0].config_hash, demo[0].config_hash);
 }
 
 }  // namespace

@@ -88,11 +88,14 @@ class TrainProcess : public ::testing::Test {
   testing::TempDir tmp_;
 };
 
-// True once process `pid` holds `file` open (a link in /proc/<pid>/fd names it).
+// True once process `pid` runs attnlab (not the test's fork before its exec, which holds the test's
+// descriptors) and holds `file` open (a link in /proc/<pid>/fd names it).
 bool holds_open(pid_t pid, const fs::path& file) {
   std::error_code ec;
+  const fs::path proc = "/proc/" + std::to_string(pid);
+  if (fs::read_symlink(proc / "exe", ec).filename() != "attnlab") return false;
   const fs::path target = fs::canonical(file, ec);
-  for (const auto& fd : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
+  for (const auto& fd : fs::directory_iterator(proc / "fd", ec)) {
     std::error_code link_ec;
     if (fs::read_symlink(fd.path(), link_ec) == target) return true;
   }
@@ -105,7 +108,7 @@ bool holds_open(pid_t pid, const fs::path& file) {
 TEST_F(TrainProcess, SigtermDuringStartUpTakesTheStopPath) {
   const fs::path fifo = dir() / "run.yaml", log = dir() / "train.log";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  const int fd = ::open(fifo.c_str(), O_RDWR);  // a FIFO opened read-write never blocks (Linux)
+  const int fd = ::open(fifo.c_str(), O_RDWR | O_CLOEXEC);  // read-write: never blocks (Linux); not inherited
   ASSERT_GE(fd, 0) << "opening the FIFO";
   const pid_t pid = start_train({"--config", fifo.string(), "--set", "out_dir=" + (dir() / "run").string()}, log);
   const auto deadline = Clock::now() + std::chrono::seconds(120);

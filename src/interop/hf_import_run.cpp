@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "attnlab/hf_interop.h"
@@ -130,6 +131,12 @@ HfImportResult import_hf(const fs::path& source, const fs::path& run_dir, const 
   HfImportResult result;
   result.model = common_architecture(revisions);
   const RunConfig cfg = imported_run_config(result.model, run_dir, revisions.back().step, options.overrides);
+  try {
+    validate(cfg);  // what every later reader of config.yaml checks: a step whose run cannot load is refused now
+  } catch (const ConfigError& e) {
+    throw std::invalid_argument(fmt::format("step {} (the run's train.max_steps) makes a run that cannot be read: {}",
+                                            revisions.back().step, e.what()));
+  }
   require_new_directory(run_dir);
   // Held until every checkpoint is written, so no trainer or second import writes the directory meanwhile.
   const RunWriter writer = RunDir(run_dir).claim(cfg, /*must_be_new=*/true);

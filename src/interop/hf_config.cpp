@@ -130,7 +130,9 @@ HfArchitecture from_neox(const ConfigReader& c) {
     m.rotary_fraction = rope.number("partial_rotary_factor", m.rotary_fraction);
     m.rotary_base = rope.number("rope_theta", m.rotary_base);
   }
-  c.require(m.rotary_dims() > 0, "rotary_pct", "rotates no channel; attnlab needs positions (rotary or learned)");
+  // head_dim() divides by n_head: a count validate() refuses (0, or one d_model is no multiple of) is left to it.
+  if (m.n_head > 0 && m.d_model % m.n_head == 0)
+    c.require(m.rotary_dims() > 0, "rotary_pct", "rotates no channel; attnlab needs positions (rotary or learned)");
   return a;
 }
 

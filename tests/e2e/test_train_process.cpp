@@ -88,22 +88,36 @@ class TrainProcess : public ::testing::Test {
   testing::TempDir tmp_;
 };
 
-// The config is a FIFO: the test knows the process is reading it (its start-up) once the FIFO has a
-// reader, sends SIGTERM then, and only afterwards lets it read on.
+// True once process `pid` runs attnlab (not the test's fork before its exec, which holds the test's
+// descriptors) and holds `file` open (a link in /proc/<pid>/fd names it).
+bool holds_open(pid_t pid, const fs::path& file) {
+  std::error_code ec;
+  const fs::path proc = "/proc/" + std::to_string(pid);
+  if (fs::read_symlink(proc / "exe", ec).filename() != "attnlab") return false;
+  const fs::path target = fs::canonical(file, ec);
+  for (const auto& fd : fs::directory_iterator(proc / "fd", ec)) {
+    std::error_code link_ec;
+    if (fs::read_symlink(fd.path(), link_ec) == target) return true;
+  }
+  return false;
+}
+
+// The config is a FIFO that the test holds open for writing (so attnlab's read waits for its text
+// instead of reading an empty config): once attnlab holds it open too, it is in its start-up; the
+// test sends SIGTERM then, and only afterwards writes the config.
 TEST_F(TrainProcess, SigtermDuringStartUpTakesTheStopPath) {
   const fs::path fifo = dir() / "run.yaml", log = dir() / "train.log";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int fd = ::open(fifo.c_str(), O_RDWR | O_CLOEXEC);  // read-write: never blocks (Linux); not inherited
+  ASSERT_GE(fd, 0) << "opening the FIFO";
   const pid_t pid = start_train({"--config", fifo.string(), "--set", "out_dir=" + (dir() / "run").string()}, log);
-  int fd = -1;
   const auto deadline = Clock::now() + std::chrono::seconds(120);
-  while ((fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK)) < 0 && Clock::now() < deadline) {
-    ASSERT_EQ(errno, ENXIO) << "opening the FIFO";  // no reader yet
+  while (!holds_open(pid, fifo) && Clock::now() < deadline) {
     ASSERT_EQ(waitpid(pid, nullptr, WNOHANG), 0) << "attnlab exited before reading its config: " << read(log);
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  ASSERT_GE(fd, 0) << "attnlab never opened its config";
+  ASSERT_TRUE(holds_open(pid, fifo)) << "attnlab never opened its config";
   ::kill(pid, SIGTERM);
-  ::fcntl(fd, F_SETFL, 0);
   const std::string text = config_text(20);
   ASSERT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
   ::close(fd);

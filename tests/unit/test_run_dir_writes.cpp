@@ -98,7 +98,7 @@ TEST(MetricsWrites, ADirectoryInTheFilesPlaceIsRefusedNamingTheError) {
     ADD_FAILURE() << "opened a directory for appending";
   } catch (const FileError& e) {
     EXPECT_EQ(e.file(), file);
-    EXPECT_NE(e.problem().find("Is a directory"), std::string::npos) << e.what();
+    EXPECT_NE(e.problem().find("is a directory, not a regular file"), std::string::npos) << e.what();
   }
 }
 

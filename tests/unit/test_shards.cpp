@@ -48,7 +48,7 @@ TEST(Shard, EmptyShardIsValid) {
 TEST(Shard, MissingFile) {
   TempDir dir;
   const auto path = dir.file("absent_train_000001.bin");
-  expect_data_error([&] { Shard::open(path, 4096); }, {path, "cannot open"});
+  expect_data_error([&] { Shard::open(path, 4096); }, {path, "does not exist"});
 }
 
 TEST(Shard, ShorterThanHeader) {

@@ -121,6 +121,9 @@ class Tokenizer:
     decode: Callable[[list], str]  # token ids (no separator) -> text (tools/text_codec.py)
     model: str | None = None  # file name beside the shards
     description: str = ""
+    # Byte-level tokenizers: token ids -> their bytes, whose UTF-8 `decode` is (text_codec.py streams
+    # with it); None where a piece's text depends on its neighbours (SentencePiece)
+    decode_bytes: Callable[[list], bytes] | None = None
 
     def encode(self, text: str) -> list:
         return self.encode_batch([text])[0]
@@ -132,7 +135,7 @@ THREADS = os.cpu_count() or 1
 def bytes_tokenizer() -> Tokenizer:
     return Tokenizer("bytes", 257, 256, lambda texts: [list(t.encode("utf-8")) for t in texts],
                      lambda ids: bytes(ids).decode("utf-8", errors="replace"),
-                     description="UTF-8 bytes 0..255; 256 separates documents")
+                     description="UTF-8 bytes 0..255; 256 separates documents", decode_bytes=bytes)
 
 
 def gpt2_ranks(tiktoken_file: str | None, encoder_json: str | None, vocab_bpe: str | None) -> dict:
@@ -161,7 +164,8 @@ def gpt2_tokenizer(ranks: dict | None) -> Tokenizer:
     return Tokenizer("gpt2", GPT2_VOCAB, GPT2_EOT,
                      lambda texts: enc.encode_ordinary_batch(texts, num_threads=THREADS),
                      lambda ids: enc.decode(ids, errors="replace"),
-                     description="GPT-2 BPE (tiktoken); 50256 = <|endoftext|> separates documents")
+                     description="GPT-2 BPE (tiktoken); 50256 = <|endoftext|> separates documents",
+                     decode_bytes=enc.decode_bytes)
 
 
 def sentencepiece_options(vocab_size: int) -> dict:

@@ -36,9 +36,6 @@ class FileLock;
 /// (track.*, is_observation_key) and where it lives (out_dir). Empty: `wanted` may continue the run.
 std::vector<std::string> resume_incompatible_keys(const RunConfig& stored, const RunConfig& wanted);
 
-/// The same rule in words, for error messages.
-inline constexpr const char* kResumeRule = "only train.max_steps / train.token_budget and track.* may change";
-
 class RunWriter;
 
 class RunDir {
@@ -86,7 +83,8 @@ class RunDir {
   std::vector<CheckpointInfo> checkpoints() const;
   /// The newest checkpoint that loads and passes `check` (load_latest: each one skipped is logged
   /// and appended to `warnings`); std::nullopt when the run has none. Throws CheckpointError naming
-  /// checkpoints/ and the newest one's problem when none is usable.
+  /// checkpoints/ and the newest one's problem when none is usable, or as check_own_checkpoint when
+  /// it is another run's (refused, not skipped: someone put it there).
   std::optional<LoadedCheckpoint> latest_checkpoint(std::vector<std::string>* warnings = nullptr,
                                                     bool with_optimizer = true, const CheckpointCheck& check = {}) const;
   /// The model of the newest checkpoint that loads into one (load_model), the optimizer unread.
@@ -94,6 +92,14 @@ class RunDir {
   LoadedModel latest_model(std::vector<std::string>* warnings = nullptr) const;
   /// metrics.jsonl read (read_metrics); empty when the run has logged nothing yet.
   MetricsHistory metrics() const;
+  /// Throws CheckpointError naming `checkpoint`, this run and the run it records when a checkpoint
+  /// found in this directory is another run's: the run config it records (`recorded`, state.json's
+  /// "config") is missing or differs from config.yaml's in a key a resume may not change
+  /// (resume_incompatible_keys), e.g. one copied in from a run of another arm or seed. Every reader of
+  /// a run's checkpoints goes through it: latest_checkpoint(), latest_model(), open_model() and the
+  /// trainer's resume and --branch-from. A directory without config.yaml is not checked; a config.yaml
+  /// that cannot be read is logged (spdlog warning) and the check skipped (the trainer refuses it).
+  void check_own_checkpoint(const std::filesystem::path& checkpoint, const std::optional<RunConfig>& recorded) const;
 
   /// Makes the directory this run's: creates it, takes its lock (run.lock, held until the returned
   /// RunWriter is destroyed or the process ends, kill -9 included) and writes config.yaml, or checks
@@ -132,6 +138,10 @@ class RunWriter {
   RunDir dir_;
   std::unique_ptr<detail::FileLock> lock_;
 };
+
+/// The checkpoint directory `dir` (load_checkpoint), checked to belong to the run it lies in, if any
+/// (RunDir::containing, check_own_checkpoint). Throws CheckpointError as those do.
+LoadedCheckpoint load_run_checkpoint(const std::filesystem::path& dir, bool with_optimizer = true);
 
 /// Every run directory under `root` (one holding config.yaml), sorted, not looking inside
 /// checkpoints/; `root` alone when it is itself a run directory (`watch` or `report` given one run).

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -79,6 +80,8 @@ struct MetricsHistory {
   std::vector<TrainPoint> training;          ///< every step record with a train_loss, in file order
   std::vector<TrackedActivations> activations;  ///< by ascending step (stable)
   std::vector<ScheduleChange> schedule_changes;  ///< in file order
+  /// Each line read_metrics skipped, as "<file>:<line>: <why>; line skipped" (also logged).
+  std::vector<std::string> skipped;
 };
 
 /// The line each record is written as (without the newline): the header's keys, a double in its
@@ -87,11 +90,13 @@ nlohmann::json to_json(const StepRecord& record);
 nlohmann::json to_json(const ScheduleChange& change);
 nlohmann::json to_json(const ActivationRecord& record);
 
-/// Reads a metrics.jsonl. A line that does not parse (a write cut short by a crash) is skipped, and so
-/// is a record of a "type" this build does not know (a later build's); a step record without a
-/// validation loss adds no validation point. Throws FileError naming the file when it cannot be
-/// opened, or when an activation or schedule-change record lacks a key (or has one of the wrong
-/// type) that the trainer always writes.
+/// Reads a metrics.jsonl. A record of a "type" this build does not know (a later build's) is passed
+/// over; a step record without a validation loss adds no validation point. A line it cannot take is
+/// skipped with a spdlog warning naming the file and line (MetricsHistory::skipped) and the rest is
+/// read: one that does not parse (a write cut short by a crash, nesting or a number beyond
+/// json_read.h's limits), that is not an object, or a record whose key has the wrong type (a step
+/// record's "step" not an integer, a loss not a number or null) or lacks one the trainer always
+/// writes. Throws FileError naming the file only when it cannot be opened (input_file.h's check).
 MetricsHistory read_metrics(const std::filesystem::path& metrics_jsonl);
 
 /// How MetricsLog::append() meets a failed write (a full disk, a quota, an I/O error): `attempts`
@@ -106,7 +111,9 @@ struct AppendRetry {
 /// The trainer's side: appends records, one line each, each written to the file (write(2)) before
 /// append() returns. Opening it for a run resumed at `resume_step` first drops the lines of later
 /// steps (logged after the checkpoint the run resumes from), so every step appears once;
-/// resume_step = -1 (a fresh start) drops every line, the initial activation record included.
+/// resume_step = -1 (a fresh start) drops every line, the initial activation record included. A line
+/// whose step cannot be read (not JSON, not an object, "step" not an integer) is dropped too, with a
+/// warning naming its line: a resume never needs a valid history.
 ///
 /// Every write is checked. A failed append cuts off what it wrote of its line, waits and tries again
 /// (`retry`); when every try fails it throws FileError naming the file and the error (strerror), and

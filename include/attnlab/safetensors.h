@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -41,6 +42,18 @@ std::string safetensors_dtype(at::ScalarType type, const std::filesystem::path& 
 /// Throws CheckpointError naming `file` on an unsupported dtype, a bad name or an I/O failure.
 void write_safetensors(const std::filesystem::path& file, const TensorMap& tensors,
                        const SafetensorsMetadata& metadata = {});
+
+/// One tensor as a safetensors header declares it.
+struct SafetensorsEntry {
+  at::ScalarType dtype;
+  std::vector<int64_t> shape;
+};
+using SafetensorsHeader = std::map<std::string, SafetensorsEntry>;
+
+/// The tensors `file` declares, validated as read_safetensors() validates them (the data section's
+/// tiling included) without reading any tensor's bytes: what a reader checks before it allocates.
+/// Throws CheckpointError naming `file` and the first problem found.
+SafetensorsHeader read_safetensors_header(const std::filesystem::path& file);
 
 /// Reads a whole safetensors file onto the CPU. Validates, before trusting any byte: the header
 /// length fits in the file, the header is a JSON object, every entry has a known dtype, a

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -36,6 +37,12 @@ double sampling_uniform(uint64_t seed, uint64_t index);
 /// plus continuation of any length works. Returns only the new tokens. Throws std::invalid_argument
 /// for an empty prompt or an id outside [0, vocab_size), and as choose_token() does.
 std::vector<int64_t> generate(GPTImpl& model, const std::vector<int64_t>& prompt, const SamplingOptions& options);
+
+/// generate(), each new token handed to `on_token` as soon as it is chosen instead of returned, in a
+/// memory bounded by the context (`attnlab sample` streams them, so any --tokens prints from the
+/// start). Throws as generate() does, and whatever `on_token` throws.
+void generate_each(GPTImpl& model, const std::vector<int64_t>& prompt, const SamplingOptions& options,
+                   const std::function<void(int64_t)>& on_token);
 
 /// Where the context of the token at sequence position `position` starts, given where the previous
 /// one started: the rule generate() follows (exposed so tests can decode by full forward passes

@@ -244,27 +244,50 @@ void write_safetensors(const fs::path& file, const TensorMap& tensors,
   out.commit();
 }
 
-SafetensorsContents read_safetensors(const fs::path& file) {
+namespace {
+
+// The file's validated header: its length, entries (tiling checked) and metadata; no tensor read.
+struct ParsedHeader {
+  uint64_t length = 0;
+  std::vector<Entry> entries;
+  SafetensorsMetadata metadata;
+};
+
+ParsedHeader read_header(std::ifstream& in, const fs::path& file) {
   if (const auto problem = detail::regular_file_problem(file); !problem.empty()) throw CheckpointError(file, problem);
   const auto size = detail::file_bytes(file);
   if (!size) throw CheckpointError(file, std::string("cannot read: ") + std::strerror(errno));
-  const uint64_t file_bytes = *size;
-  std::ifstream in(file, std::ios::binary);
+  in.open(file, std::ios::binary);
   if (!in) throw CheckpointError(file, "cannot open");
-  const uint64_t n = read_header_length(in, file_bytes, file);
-  const json header = parse_header(in, n, file);
-
-  SafetensorsContents contents;
-  std::vector<Entry> entries;
+  ParsedHeader out;
+  out.length = read_header_length(in, *size, file);
+  const json header = parse_header(in, out.length, file);
   for (const auto& [name, value] : header.items()) {
     if (name == kMetadataKey) {
-      contents.metadata = parse_metadata(value, file);
+      out.metadata = parse_metadata(value, file);
     } else {
-      entries.push_back(parse_entry(name, value, file));
+      out.entries.push_back(parse_entry(name, value, file));
     }
   }
-  check_tiling(entries, file_bytes - 8 - n, file);
-  for (const auto& e : entries) contents.tensors[e.name] = read_tensor(in, 8 + n, e, file);
+  check_tiling(out.entries, *size - 8 - out.length, file);
+  return out;
+}
+
+}  // namespace
+
+SafetensorsHeader read_safetensors_header(const fs::path& file) {
+  std::ifstream in;
+  SafetensorsHeader out;
+  for (auto& e : read_header(in, file).entries) out[e.name] = {e.type, std::move(e.shape)};
+  return out;
+}
+
+SafetensorsContents read_safetensors(const fs::path& file) {
+  std::ifstream in;
+  ParsedHeader header = read_header(in, file);
+  SafetensorsContents contents;
+  contents.metadata = std::move(header.metadata);
+  for (const auto& e : header.entries) contents.tensors[e.name] = read_tensor(in, 8 + header.length, e, file);
   return contents;
 }
 

@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <spawn.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <stdexcept>
 
@@ -61,6 +63,40 @@ pid_t spawn(const std::filesystem::path& executable, const std::vector<std::stri
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) throw std::runtime_error("cannot start " + executable.string() + ": " + strerror(rc));
   return pid;
+}
+
+FedChild spawn_fed(const std::filesystem::path& executable, const std::vector<std::string>& args) {
+  int ends[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0)
+    throw std::runtime_error("cannot start " + executable.string() + ": socketpair: " + strerror(errno));
+  std::vector<std::string> argv_strings = {executable.string()};
+  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+  std::vector<std::string> env_strings = merged_environment({});
+  auto argv = c_strings(argv_strings);
+  auto envp = c_strings(env_strings);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, ends[1], STDIN_FILENO);  // dup2 clears close-on-exec
+  FedChild child;
+  const int rc = posix_spawn(&child.pid, executable.c_str(), &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(ends[1]);
+  if (rc != 0) {
+    ::close(ends[0]);
+    throw std::runtime_error("cannot start " + executable.string() + ": " + strerror(rc));
+  }
+  child.input = ends[0];
+  return child;
+}
+
+bool feed(const FedChild& child, const std::string& text) {
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = ::send(child.input, text.data() + done, text.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
 }
 
 std::optional<int> poll_exit(pid_t pid) {

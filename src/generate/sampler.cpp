@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <stdexcept>
@@ -68,7 +69,8 @@ int64_t context_start(int64_t start, int64_t position, int64_t block_size) {
   return position - std::max<int64_t>(1, block_size / 2);
 }
 
-std::vector<int64_t> generate(GPTImpl& model, const std::vector<int64_t>& prompt, const SamplingOptions& options) {
+void generate_each(GPTImpl& model, const std::vector<int64_t>& prompt, const SamplingOptions& options,
+                   const std::function<void(int64_t)>& on_token) {
   if (prompt.empty()) throw std::invalid_argument("generate: the prompt must hold at least one token");
   if (options.max_new_tokens < 0) throw std::invalid_argument("generate: max_new_tokens must be >= 0");
   const int64_t vocab = model.config().vocab_size, block = model.config().block_size;
@@ -80,21 +82,30 @@ std::vector<int64_t> generate(GPTImpl& model, const std::vector<int64_t>& prompt
   const bool was_training = model.is_training();
   model.eval();
   const auto device = model.wte->weight.device();
-  std::vector<int64_t> seq = prompt;
-  std::vector<int64_t> out;
+  std::vector<int64_t> seq = prompt;  // the sequence from position `base` on: the context and what follows it
   KVCache cache;
-  int64_t start = 0, cached_to = 0;  // the cache holds seq[start, cached_to)
+  int64_t base = 0, start = 0, cached_to = 0;  // the cache holds positions [start, cached_to)
   for (int64_t i = 0; i < options.max_new_tokens; ++i) {
-    const int64_t position = static_cast<int64_t>(seq.size());  // of the token to choose
+    const int64_t position = base + static_cast<int64_t>(seq.size());  // of the token to choose
     const int64_t next_start = context_start(start, position, block);
-    if (next_start != start || cached_to == 0) cache = KVCache{}, start = next_start, cached_to = start;
-    const auto logits = last_logits(model.forward_cached(ids_tensor(seq, cached_to, position, device), cache));
+    if (next_start != start || cached_to == 0) {
+      cache = KVCache{}, start = next_start, cached_to = start;
+      seq.erase(seq.begin(), seq.begin() + (start - base));  // no later context reaches back before `start`
+      base = start;
+    }
+    const auto logits =
+        last_logits(model.forward_cached(ids_tensor(seq, cached_to - base, position - base, device), cache));
     cached_to = position;
     const int64_t token = choose_token(logits, options, sampling_uniform(options.seed, uint64_t(i)));
     seq.push_back(token);
-    out.push_back(token);
+    on_token(token);
   }
   model.train(was_training);
+}
+
+std::vector<int64_t> generate(GPTImpl& model, const std::vector<int64_t>& prompt, const SamplingOptions& options) {
+  std::vector<int64_t> out;
+  generate_each(model, prompt, options, [&](int64_t token) { out.push_back(token); });
   return out;
 }
 

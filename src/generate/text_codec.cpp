@@ -3,6 +3,7 @@
 #include "attnlab/text_codec.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
@@ -44,8 +45,10 @@ std::string read_file(const fs::path& path) {
   return text.str();
 }
 
-// python text_codec.py COMMAND --tokenizer KIND [--model FILE] [--eot ID] EXTRA...
-void run_codec(const TextCodec& codec, const std::string& command, const std::vector<std::string>& extra) {
+// text_codec.py COMMAND --tokenizer KIND [--model FILE] [--eot ID] EXTRA..., once the Python and the
+// script are found.
+std::vector<std::string> codec_args(const TextCodec& codec, const std::string& command,
+                                    const std::vector<std::string>& extra) {
   const std::string fix = " (scripts/setup.sh makes the venv; `attnlab sample --python` chooses another)";
   if (codec.python.empty() || !fs::exists(codec.python))
     throw std::runtime_error("text codec: no Python at '" + codec.python.string() + "'" + fix);
@@ -54,7 +57,11 @@ void run_codec(const TextCodec& codec, const std::string& command, const std::ve
   if (!codec.tokenizer.model.empty()) args.insert(args.end(), {"--model", codec.tokenizer.model});
   if (codec.tokenizer.eot >= 0) args.insert(args.end(), {"--eot", std::to_string(codec.tokenizer.eot)});
   args.insert(args.end(), extra.begin(), extra.end());
-  if (const int code = process::wait_exit(process::spawn(codec.python, args)))
+  return args;
+}
+
+void run_codec(const TextCodec& codec, const std::string& command, const std::vector<std::string>& extra) {
+  if (const int code = process::wait_exit(process::spawn(codec.python, codec_args(codec, command, extra))))
     throw std::runtime_error("text codec: " + codec.script.string() + " " + command + " exited with " + std::to_string(code));
 }
 
@@ -72,6 +79,29 @@ std::string decode_ids(const TextCodec& codec, const std::vector<int64_t>& ids) 
   std::ofstream(tmp.path() / "ids.json") << nlohmann::json(ids).dump();
   run_codec(codec, "decode", {"--ids", (tmp.path() / "ids.json").string(), "--out", (tmp.path() / "text.txt").string()});
   return read_file(tmp.path() / "text.txt");
+}
+
+DecodeStream::DecodeStream(const TextCodec& codec) : script_(codec.script.string()) {
+  const auto child = process::spawn_fed(codec.python, codec_args(codec, "stream", {}));
+  pid_ = child.pid, input_ = child.input;
+}
+
+DecodeStream::~DecodeStream() {
+  if (pid_ < 0) return;
+  ::close(input_);
+  process::wait_exit(pid_);
+}
+
+void DecodeStream::add(int64_t id) {
+  if (!process::feed({pid_, input_}, std::to_string(id) + "\n"))
+    throw std::runtime_error("text codec: " + script_ + " stream stopped reading (its output closed, or it failed)");
+}
+
+void DecodeStream::finish() {
+  ::close(input_);
+  const int code = process::wait_exit(pid_);
+  pid_ = -1;
+  if (code != 0) throw std::runtime_error("text codec: " + script_ + " stream exited with " + std::to_string(code));
 }
 
 }  // namespace attnlab

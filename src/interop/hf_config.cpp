@@ -89,10 +89,14 @@ HfArchitecture with_dimensions(const ConfigReader& c, HfExportKind kind, const D
   return a;
 }
 
+// width == 4 * d_model, without forming 4 * d_model (a config's d_model may be near 2^63).
+bool four_times(int64_t width, int64_t d_model) { return width % 4 == 0 && width / 4 == d_model; }
+
 HfArchitecture from_gpt2(const ConfigReader& c) {
   HfArchitecture a = with_dimensions(c, HfExportKind::gpt2, {"n_embd", "n_layer", "n_head", "n_positions", 1024});
   ModelConfig& m = a.model;
-  c.require(!c.has("n_inner") || c.integer("n_inner") == 4 * m.d_model, "n_inner", "must be 4 * n_embd (attnlab's MLP width)");
+  c.require(!c.has("n_inner") || four_times(c.integer("n_inner"), m.d_model), "n_inner",
+            "must be 4 * n_embd (attnlab's MLP width)");
   m.gelu = gelu_of(c, "activation_function", "gelu_new");
   check_layer_norm_eps(c, "layer_norm_epsilon");
   c.require(c.boolean("scale_attn_weights", true), "scale_attn_weights", "must be true (scores / sqrt(head_dim))");
@@ -106,7 +110,8 @@ HfArchitecture from_neox(const ConfigReader& c) {
   HfArchitecture a = with_dimensions(c, HfExportKind::gpt_neox,
                                      {"hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings", 2048});
   ModelConfig& m = a.model;
-  c.require(c.integer("intermediate_size") == 4 * m.d_model, "intermediate_size", "must be 4 * hidden_size (attnlab's MLP width)");
+  c.require(four_times(c.integer("intermediate_size"), m.d_model), "intermediate_size",
+            "must be 4 * hidden_size (attnlab's MLP width)");
   m.gelu = gelu_of(c, "hidden_act", "gelu");
   check_layer_norm_eps(c, "layer_norm_eps");
   m.parallel_residual = c.boolean("use_parallel_residual", true);
@@ -125,7 +130,9 @@ HfArchitecture from_neox(const ConfigReader& c) {
     m.rotary_fraction = rope.number("partial_rotary_factor", m.rotary_fraction);
     m.rotary_base = rope.number("rope_theta", m.rotary_base);
   }
-  c.require(m.rotary_dims() > 0, "rotary_pct", "rotates no channel; attnlab needs positions (rotary or learned)");
+  // head_dim() divides by n_head: a count validate() refuses (0, or one d_model is no multiple of) is left to it.
+  if (m.n_head > 0 && m.d_model % m.n_head == 0)
+    c.require(m.rotary_dims() > 0, "rotary_pct", "rotates no channel; attnlab needs positions (rotary or learned)");
   return a;
 }
 

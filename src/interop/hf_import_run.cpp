@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "attnlab/hf_interop.h"
@@ -130,6 +131,13 @@ HfImportResult import_hf(const fs::path& source, const fs::path& run_dir, const 
   HfImportResult result;
   result.model = common_architecture(revisions);
   const RunConfig cfg = imported_run_config(result.model, run_dir, revisions.back().step, options.overrides);
+  try {
+    validate(cfg);  // what every later reader of config.yaml checks: a run that could not be read is not written
+  } catch (const ConfigError& e) {  // the model's sizes, or the step (train.max_steps) times tokens per step
+    throw CheckpointError(revisions.back().dir / "config.json",
+                          fmt::format("and step {} make a run config that does not validate, so nothing is written: {}",
+                                      revisions.back().step, e.what()));
+  }
   require_new_directory(run_dir);
   // Held until every checkpoint is written, so no trainer or second import writes the directory meanwhile.
   const RunWriter writer = RunDir(run_dir).claim(cfg, /*must_be_new=*/true);

@@ -31,6 +31,11 @@ std::string joined(const std::vector<std::string>& names) {
   return names.size() > 4 ? out + fmt::format(" and {} more", names.size() - 4) : out;
 }
 
+// A run in the words of its config: where it was trained and what distinguishes it in a sweep.
+std::string run_summary(const RunConfig& cfg) {
+  return fmt::format("arm {}, seed {}, tier {}, out_dir {}", cfg.model.arm, cfg.seed, cfg.tier, cfg.out_dir);
+}
+
 constexpr const char* kConfigRemedy =
     "restore it (each checkpoint's state.json keeps the run's config under \"config\", which YAML reads as it "
     "stands), or move the directory away to train the run afresh";
@@ -127,9 +132,48 @@ std::optional<RunHolder> RunDir::holder() const {
 
 std::vector<CheckpointInfo> RunDir::checkpoints() const { return list_checkpoints(checkpoints_path()); }
 
+void RunDir::check_own_checkpoint(const fs::path& checkpoint, const std::optional<RunConfig>& recorded) const {
+  if (!claimed()) return;  // import-hf's and tests' runs may have none: nothing to compare with
+  RunConfig own;
+  try {
+    own = config();
+  } catch (const FileError& e) {
+    spdlog::warn("cannot check that {} is this run's checkpoint: {}", checkpoint.string(), e.what());
+    return;
+  }
+  const std::string remedy = fmt::format(
+      "a checkpoint copied in from another run is never read as this one's: move it out of {}", checkpoints_path().string());
+  if (!recorded)
+    throw CheckpointError(checkpoint, fmt::format("records no run config, so it is not a checkpoint of {} ({}); {}",
+                                                  dir_.string(), run_summary(own), remedy));
+  const auto differing = resume_incompatible_keys(own, *recorded);
+  if (differing.empty()) return;
+  throw CheckpointError(checkpoint,
+                        fmt::format("is another run's checkpoint: its state.json records the run ({}), while {} is "
+                                    "the run ({}) by its config.yaml; they differ in {}; {}",
+                                    run_summary(*recorded), dir_.string(), run_summary(own), joined(differing), remedy));
+}
+
 std::optional<LoadedCheckpoint> RunDir::latest_checkpoint(std::vector<std::string>* warnings, bool with_optimizer,
                                                           const CheckpointCheck& check) const {
-  return load_latest(checkpoints_path(), warnings, with_optimizer, check);
+  // Checked before the caller's check (another arm's checkpoint would fail check_restorable) and
+  // thrown past load_latest's fallback: another run's checkpoint is refused, never skipped for an older one.
+  struct NotThisRuns {
+    CheckpointError error;
+  };
+  const CheckpointCheck own_first = [&](const LoadedCheckpoint& c) {
+    try {
+      check_own_checkpoint(c.dir, c.state.config);
+    } catch (const CheckpointError& e) {
+      throw NotThisRuns{e};
+    }
+    if (check) check(c);
+  };
+  try {
+    return load_latest(checkpoints_path(), warnings, with_optimizer, own_first);
+  } catch (const NotThisRuns& foreign) {
+    throw foreign.error;
+  }
 }
 
 LoadedModel RunDir::latest_model(std::vector<std::string>* warnings) const {
@@ -137,6 +181,12 @@ LoadedModel RunDir::latest_model(std::vector<std::string>* warnings) const {
   latest_checkpoint(warnings, /*with_optimizer=*/false, [&](const LoadedCheckpoint& c) { out = load_model(c); });
   if (!out) throw CheckpointError(dir_, "run directory has no checkpoint");
   return std::move(*out);
+}
+
+LoadedCheckpoint load_run_checkpoint(const fs::path& dir, bool with_optimizer) {
+  auto ckpt = load_checkpoint(dir, with_optimizer);
+  if (const auto run = RunDir::containing(fs::absolute(dir))) run->check_own_checkpoint(dir, ckpt.state.config);
+  return ckpt;
 }
 
 MetricsHistory RunDir::metrics() const {

@@ -22,11 +22,14 @@ namespace attnlab {
 namespace fs = std::filesystem;
 namespace {
 
-TrackedActivations tracked_from_json(const nlohmann::json& j, const fs::path& origin) {
+// Each reader below throws std::invalid_argument saying what is wrong with the record (the key and
+// its value where json_field names them); read_metrics() adds the file and line.
+
+TrackedActivations tracked_from_json(const nlohmann::json& j) {
   try {
     TrackedActivations t;
-    t.step = j.at("step").get<int64_t>();
-    for (const auto& layer : j.at("layers")) {
+    t.step = json_field<int64_t>(j, "step", "");
+    for (const auto& layer : json_field<nlohmann::json>(j, "layers", "")) {
       LayerActivations a;
       a.layer = layer.at("layer").get<int64_t>();
       a.sink = activation_stats_from_json(layer.at("sink"));
@@ -37,22 +40,98 @@ TrackedActivations tracked_from_json(const nlohmann::json& j, const fs::path& or
     }
     return t;
   } catch (const nlohmann::json::exception& e) {
-    throw FileError(origin, std::string("an activation record is incomplete: ") + e.what());
+    throw std::invalid_argument(std::string("an activation record is incomplete: ") + e.what());
   }
 }
 
-ScheduleChange schedule_change_from_json(const nlohmann::json& j, const fs::path& origin) {
+ScheduleChange schedule_change_from_json(const nlohmann::json& j) {
   try {
     const std::string w;
     return {json_field<int64_t>(j, "step", w), json_field<int64_t>(j, "total_steps_before", w),
             json_field<int64_t>(j, "total_steps", w), json_field<double>(j, "next_lr_before", w),
             json_field<double>(j, "next_lr", w)};
   } catch (const std::invalid_argument& e) {
-    throw FileError(origin, std::string("a schedule_change record ") + e.what());
+    throw std::invalid_argument(std::string("a schedule_change record ") + e.what());
   }
 }
 
+// j[key] as a T, none where it is absent or null (older builds wrote fewer keys).
+template <class T>
+std::optional<T> present_field(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
+  return json_field<T>(j, key, "");
+}
+
+// A step record's points: "step" an integer, "tokens" one where present, the losses numbers or null.
+void take_step_record(const nlohmann::json& j, MetricsHistory& h) {
+  const auto step = json_field<int64_t>(j, "step", "");
+  const auto tokens = present_field<int64_t>(j, "tokens").value_or(0);
+  const auto val_loss = present_field<double>(j, "val_loss"), train_loss = present_field<double>(j, "train_loss");
+  if (val_loss) h.validation.push_back({step, tokens, *val_loss});
+  if (train_loss) h.training.push_back({step, tokens, *train_loss});
+}
+
+// One line of metrics.jsonl into `h`; throws std::invalid_argument saying why it cannot be taken.
+void take_line(const std::string& line, MetricsHistory& h) {
+  nlohmann::json j;
+  try {
+    j = detail::parse_json(line);
+  } catch (const detail::JsonError& e) {  // most often a write cut short by a crash
+    throw std::invalid_argument(e.what());
+  }
+  if (!j.is_object()) throw std::invalid_argument("is not a JSON object");
+  if (!j.contains("type")) return take_step_record(j, h);
+  const std::string type = j["type"].is_string() ? j["type"].get<std::string>() : "";
+  if (type == "activations") h.activations.push_back(tracked_from_json(j));
+  if (type == "schedule_change") h.schedule_changes.push_back(schedule_change_from_json(j));
+  // any other type: a record of a later build, no step record
+}
+
 nlohmann::json optional_number(const std::optional<double>& x) { return x ? nlohmann::json(*x) : nlohmann::json(); }
+
+// The step a line of metrics.jsonl records (0 when it names none); throws std::invalid_argument
+// naming the key for a line that is not a JSON object or whose "step" is not an integer.
+int64_t line_step(const std::string& line) {
+  nlohmann::json j;
+  try {
+    j = detail::parse_json(line);
+  } catch (const detail::JsonError& e) {
+    throw std::invalid_argument(e.what());
+  }
+  if (!j.is_object()) throw std::invalid_argument("is not a JSON object");
+  return present_field<int64_t>(j, "step").value_or(0);
+}
+
+// A resume's rewrite of metrics.jsonl without the lines of steps after `resume_step` (all of them
+// for a fresh start, -1) and those that name no step it can read (a torn last line, a mistyped
+// "step"), each of these with a warning naming its line: the run goes on, since its checkpoint, not
+// its log, is the state it continues from.
+void drop_lines_after(const fs::path& path, int64_t resume_step) {
+  std::ifstream in(path);
+  std::string line, kept;
+  int64_t dropped = 0, number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty()) continue;
+    try {
+      if (line_step(line) <= resume_step) {
+        kept += line + "\n";
+        continue;
+      }
+    } catch (const std::invalid_argument& e) {
+      spdlog::warn("{}:{}: {}; dropped", path.string(), number, e.what());
+    }
+    ++dropped;
+  }
+  if (in.bad()) throw FileError(path, "cannot read it back: " + std::string(std::strerror(errno)));
+  if (dropped == 0) return;
+  if (resume_step < 0)
+    spdlog::info("metrics.jsonl: dropping {} line(s) of an earlier attempt (a fresh start)", dropped);
+  else
+    spdlog::info("metrics.jsonl: dropping {} line(s) logged after step {} (the checkpoint resumed from)", dropped,
+                 resume_step);
+  detail::write_file_atomically(path, kept);
+}
 
 }  // namespace
 
@@ -82,22 +161,16 @@ MetricsHistory read_metrics(const fs::path& metrics_jsonl) {
   std::ifstream in(metrics_jsonl);
   if (!in) throw FileError(metrics_jsonl, "cannot read");
   MetricsHistory h;
+  int64_t number = 0;
   for (std::string line; std::getline(in, line);) {
-    const auto j = detail::parse_json_or_discarded(line);
-    if (j.is_discarded() || !j.is_object()) continue;
-    const std::string type = j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>() : "";
-    if (type == "activations") {
-      h.activations.push_back(tracked_from_json(j, metrics_jsonl));
-      continue;
+    ++number;
+    if (line.empty()) continue;
+    try {
+      take_line(line, h);
+    } catch (const std::invalid_argument& e) {
+      h.skipped.push_back(fmt::format("{}:{}: {}; line skipped", metrics_jsonl.string(), number, e.what()));
+      spdlog::warn("{}", h.skipped.back());
     }
-    if (type == "schedule_change") {
-      h.schedule_changes.push_back(schedule_change_from_json(j, metrics_jsonl));
-      continue;
-    }
-    if (j.contains("type")) continue;  // a record of a later build: no step record
-    const int64_t step = j.value("step", int64_t{0}), tokens = j.value("tokens", int64_t{0});
-    if (j.value("val_loss", nlohmann::json()).is_number()) h.validation.push_back({step, tokens, j["val_loss"].get<double>()});
-    if (j.value("train_loss", nlohmann::json()).is_number()) h.training.push_back({step, tokens, j["train_loss"].get<double>()});
   }
   std::stable_sort(h.activations.begin(), h.activations.end(),
                    [](const TrackedActivations& a, const TrackedActivations& b) { return a.step < b.step; });
@@ -108,29 +181,7 @@ MetricsLog::MetricsLog(const fs::path& path, int64_t resume_step, AppendRetry re
     : path_(path), retry_(std::move(retry)) {
   if (!retry_.wait) retry_.wait = [](std::chrono::milliseconds ms) { std::this_thread::sleep_for(ms); };
   retry_.attempts = std::max(retry_.attempts, 1);
-  if (detail::regular_file_exists(path)) {
-    std::ifstream in(path);
-    std::string line, kept;
-    int64_t dropped = 0;
-    while (std::getline(in, line)) {
-      if (line.empty()) continue;
-      const auto j = detail::parse_json_or_discarded(line);
-      if (!j.is_discarded() && j.value("step", int64_t{0}) <= resume_step) {
-        kept += line + "\n";
-      } else {
-        ++dropped;
-      }
-    }
-    if (in.bad()) throw FileError(path, "cannot read it back: " + std::string(std::strerror(errno)));
-    if (dropped > 0) {
-      if (resume_step < 0)
-        spdlog::info("metrics.jsonl: dropping {} line(s) of an earlier attempt (a fresh start)", dropped);
-      else
-        spdlog::info("metrics.jsonl: dropping {} line(s) logged after step {} (the checkpoint resumed from)",
-                     dropped, resume_step);
-      detail::write_file_atomically(path, kept);
-    }
-  }
+  if (detail::regular_file_exists(path)) drop_lines_after(path, resume_step);
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd_ < 0) throw FileError(path, "cannot open for appending: " + std::string(std::strerror(errno)));
   const off_t end = ::lseek(fd_, 0, SEEK_END);

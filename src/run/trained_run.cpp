@@ -123,7 +123,11 @@ LoadedModel open_model(const fs::path& path) {
   if (fs::is_directory(path, ec) && !is_checkpoint_dir(path))
     throw CheckpointError(path, "is neither a run directory (holding config.yaml or checkpoints/), a checkpoint "
                                 "directory nor a model.safetensors file");
-  return load_model(path);
+  LoadedModel loaded = load_model(path);
+  // A checkpoint (or its files) named inside a run's checkpoints/ must be that run's, as its newest is.
+  if (const auto run = RunDir::containing(fs::absolute(loaded.source)))
+    run->check_own_checkpoint(loaded.source, loaded.config);
+  return loaded;
 }
 
 nlohmann::json to_json(const Provenance& p) {

@@ -1,8 +1,6 @@
 // Claiming the run directory and resuming or branching (run_start.h).
 #include "train/run_start.h"
 
-#include <sstream>
-
 #include <spdlog/spdlog.h>
 
 #include "attnlab/lr_schedule.h"
@@ -28,7 +26,7 @@ std::optional<LoadedCheckpoint> usable_checkpoint(const Trainee& t, const fs::pa
   const CheckpointCheck check = [&](const LoadedCheckpoint& c) { check_restorable(c, *t.model, *t.opt); };
   if (RunDir::is_run(source)) return RunDir(source).latest_checkpoint(warnings, true, check);
   if (!is_checkpoint_dir(source)) return std::nullopt;
-  auto ckpt = load_checkpoint(source);
+  auto ckpt = load_run_checkpoint(source);
   check(ckpt);
   return ckpt;
 }
@@ -62,15 +60,9 @@ void resume(Run& r, Trainee& t, const RunConfig& cfg) {
   auto ckpt = usable_checkpoint(t, r.dir.path(), &warnings);
   if (!ckpt) return;
   for (const auto& w : warnings) spdlog::warn("resume: {}", w);
+  // The checkpoint is this run's (RunDir::check_own_checkpoint, against config.yaml, which claim()
+  // has checked against `cfg`), so it records a config that `cfg` may continue.
   if (!ckpt->state.config) throw TrainError("cannot resume " + ckpt->dir.string() + ": the checkpoint records no run config");
-  const auto differing = resume_incompatible_keys(*ckpt->state.config, cfg);
-  if (!differing.empty()) {
-    std::ostringstream msg;
-    msg << "cannot resume " << ckpt->dir.string() << ": the config differs in";
-    for (const auto& key : differing) msg << ' ' << key;
-    msg << " (" << kResumeRule << ")";
-    throw TrainError(msg.str());
-  }
   r.schedule_change = budget_change(cfg, *ckpt);
   adopt(r, t, cfg, *ckpt);
   spdlog::info("resume: from {} (step {})", ckpt->dir.string(), ckpt->state.step);

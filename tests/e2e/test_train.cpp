@@ -15,6 +15,7 @@
 #include "attnlab/batch_sampler.h"
 #include "attnlab/checkpoint.h"
 #include "attnlab/lr_schedule.h"
+#include "attnlab/report.h"
 #include "attnlab/shards.h"
 #include "attnlab/trainer.h"
 #include "attnlab/run_dir.h"
@@ -306,6 +307,38 @@ TEST_F(TrainTest, EditedStateJsonFallsBackAndFinishesIdentically) {
   const auto resumed = train(config("a"));
   EXPECT_EQ(metrics(dir_ / "a").size(), 12u);
   EXPECT_EQ(resumed.final_val_loss, train(config("ref")).final_val_loss);
+}
+
+// Mistyped lines planted in metrics.jsonl (a string step, an array, an activation record of the wrong
+// shape) neither stop the resume, which drops them with a warning and finishes as an uninterrupted
+// run, nor the report, which reads the rest of the log and names each skipped line by file:line.
+TEST_F(TrainTest, AMistypedMetricsLineBlocksNeitherTheResumeNorTheReport) {
+  TrainOptions stop;
+  stop.stop_after_steps = 6;  // checkpoints at 3 and 6
+  train(config("a"), stop);
+  const fs::path file = RunDir(dir_ / "a").metrics_file();
+  std::string text = testing::file_text(file);
+  const size_t second = text.find('\n') + 1;
+  text.replace(text.find("\"step\":2", second), 8, "\"step\":\"2\"");  // line 2
+  text += "[6, 7]\n{\"type\": \"activations\", \"step\": \"6\", \"layers\": 0}\n";  // lines 7 and 8
+  testing::write_text_file(file, text);
+  const auto history = read_metrics(file);  // what report and the curves read
+  ASSERT_EQ(history.skipped.size(), 3u);
+  for (const auto& [i, line] : {std::pair{0, 2}, std::pair{1, 7}, std::pair{2, 8}})
+    EXPECT_EQ(history.skipped[i].rfind(file.string() + ":" + std::to_string(line) + ": ", 0), 0u) << history.skipped[i];
+  EXPECT_NE(history.skipped[0].find("\"step\" has the wrong type (\"2\", not an integer)"), std::string::npos)
+      << history.skipped[0];
+  EXPECT_EQ(history.training.size(), 5u);
+  const auto runs = collect_runs(dir_);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_FALSE(runs[0].curve.empty());
+
+  const auto resumed = train(config("a"));
+  ASSERT_EQ(resumed.status, TrainStatus::finished);
+  EXPECT_EQ(resumed.final_val_loss, train(config("ref")).final_val_loss);
+  const auto lines = metrics(dir_ / "a");  // the planted lines dropped, every other step once
+  ASSERT_EQ(lines.size(), 11u);
+  EXPECT_EQ(lines[1]["step"], 3);
 }
 
 // Damage behind intact checksums that only restoring sees (a renamed optimizer tensor, an RNG state

@@ -8,8 +8,8 @@ batches and prints a verdict per input. A failure is a crash, a hang (an input r
 cannot write back) or a judgement of the target (a corrupted input accepted silently, a value read
 wrongly). Failing inputs are kept under --work/failures with the command that replays them.
 
-    python3 tests/fuzz/fuzz.py --driver build/fuzz_readers --seconds 30          # CI (ctest fuzz.readers)
-    python3 tests/fuzz/fuzz.py --driver build/fuzz_readers --seconds 3600 --seed random   # by hand
+    python3 tests/fuzz/fuzz.py --driver build/tests/fuzz_readers --seconds 30          # CI (ctest fuzz.readers)
+    python3 tests/fuzz/fuzz.py --driver build/tests/fuzz_readers --seconds 3600 --seed random   # by hand
 """
 from __future__ import annotations
 

@@ -13,15 +13,18 @@
 #include <map>
 #include <string>
 
+#include "fuzz/hf_reader.h"
 #include "fuzz/readers.h"
 
 namespace {
 
+using attnlab::CheckpointError;
 using attnlab::ConfigError;
 using attnlab::DataError;
 using attnlab::fuzz::Broken;
 using attnlab::fuzz::json;
 using attnlab::fuzz::read_config;
+using attnlab::fuzz::read_import_hf;
 using attnlab::fuzz::read_shards;
 
 struct Target {
@@ -32,6 +35,8 @@ struct Target {
 const std::map<std::string, Target> kTargets = {
     {"config", {read_config, [](const std::exception& e) { return dynamic_cast<const ConfigError*>(&e) != nullptr; }}},
     {"shards", {read_shards, [](const std::exception& e) { return dynamic_cast<const DataError*>(&e) != nullptr; }}},
+    {"import_hf",
+     {read_import_hf, [](const std::exception& e) { return dynamic_cast<const CheckpointError*>(&e) != nullptr; }}},
 };
 
 void emit(const json& line) {

@@ -163,6 +163,8 @@ TEST_F(HfFiles, WhatAttnlabCannotComputeExactlyIsRefusedByName) {
       {"layer_norm_eps", 1e-6, "layer_norm_eps"},
       {"rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}}, "rope_scaling"},
       {"rotary_pct", 0.1, "rotary"},  // 0 of head_dim 4 rotate
+      {"num_attention_heads", 0, "n_head"},  // head_dim would divide by zero (SIGFPE, found by fuzz.import_hf)
+      {"num_attention_heads", 3, "n_head"},
   };
   for (const auto& c : neox) {
     json config = neox_config();
@@ -210,6 +212,124 @@ TEST_F(HfFiles, ShardedWeightsAreReadThroughTheirIndex) {
   const auto a = read_hf_model(path("sharded")).model->named_parameters();
   const auto b = read_hf_model(path("single")).model->named_parameters();
   for (const auto& item : a) EXPECT_TRUE(torch::equal(item.value(), b[item.key()])) << item.key();
+}
+
+// A tie flag that contradicts the tensors present is refused naming the flag and the tensors, unless
+// the contradiction changes nothing (a head equal to the embedding under a tied flag).
+TEST_F(HfFiles, ATieFlagContradictingTheTensorsIsRefusedNamingBoth) {
+  auto with_head = gpt2_tensors();
+  with_head["lm_head.weight"] = counting({V, D}, 5);  // GPT-2 ties by default: this head is not the embedding
+  write_dir(path("gpt2_head"), gpt2_config(), with_head);
+  auto message = error_of([&] { read_hf_model(path("gpt2_head")); });
+  for (const char* named : {"'tie_word_embeddings' is true", "'lm_head.weight'", "'wte.weight'"})
+    EXPECT_NE(message.find(named), std::string::npos) << message;
+  with_head["lm_head.weight"] = counting({V, D}, 0);  // equal to wte: tied, nothing lost
+  write_dir(path("gpt2_same_head"), gpt2_config(), with_head);
+  EXPECT_FALSE(read_hf_model(path("gpt2_same_head")).config.untied_head);
+
+  json tied = neox_config();
+  tied["tie_word_embeddings"] = true;  // but embed_out.weight differs from embed_in
+  write_dir(path("neox_tied"), tied, neox_tensors());
+  message = error_of([&] { read_hf_model(path("neox_tied")); });
+  for (const char* named : {"'tie_word_embeddings' is true", "'embed_out.weight'", "'gpt_neox.embed_in.weight'"})
+    EXPECT_NE(message.find(named), std::string::npos) << message;
+  auto headless = neox_tensors();
+  headless.erase("embed_out.weight");
+  write_dir(path("neox_headless"), neox_config(), headless);  // untied, and no head
+  message = error_of([&] { read_hf_model(path("neox_headless")); });
+  for (const char* named : {"'tie_word_embeddings' is false", "'embed_out.weight'"})
+    EXPECT_NE(message.find(named), std::string::npos) << message;
+}
+
+// GPT-NeoX's attention_bias: false with nonzero bias tensors, or true without them, is refused naming
+// the flag and a tensor; false with zero biases (or none) builds the model without biases.
+TEST_F(HfFiles, AnAttentionBiasFlagContradictingTheTensorsIsRefusedNamingBoth) {
+  json no_bias = neox_config();
+  no_bias["attention_bias"] = false;
+  write_dir(path("biased"), no_bias, neox_tensors());
+  auto message = error_of([&] { read_hf_model(path("biased")); });
+  for (const char* named : {"'attention_bias' is false", "gpt_neox.layers.0.attention.", ".bias", "and 1 more"})
+    EXPECT_NE(message.find(named), std::string::npos) << message;
+  auto zero = neox_tensors();
+  zero["gpt_neox.layers.0.attention.query_key_value.bias"].zero_();
+  zero["gpt_neox.layers.0.attention.dense.bias"].zero_();
+  write_dir(path("zero_bias"), no_bias, zero);
+  EXPECT_EQ(read_hf_model(path("zero_bias")).model->named_parameters()["h.0.attn.c_attn.bias"].abs().sum().item<float>(), 0);
+  auto unbiased = neox_tensors();
+  unbiased.erase("gpt_neox.layers.0.attention.query_key_value.bias");
+  unbiased.erase("gpt_neox.layers.0.attention.dense.bias");
+  write_dir(path("unbiased"), neox_config(), unbiased);  // attention_bias: true by default
+  message = error_of([&] { read_hf_model(path("unbiased")); });
+  for (const char* named : {"'attention_bias' is true", "gpt_neox.layers.0.attention.query_key_value.bias"})
+    EXPECT_NE(message.find(named), std::string::npos) << message;
+  write_dir(path("unbiased_said"), no_bias, unbiased);
+  EXPECT_EQ(read_hf_model(path("unbiased_said")).model->named_parameters()["h.0.attn.c_proj.bias"].abs().sum().item<float>(), 0);
+}
+
+// Sizes the files cannot hold are refused from the headers, before the model is built: 10^9 layers,
+// a width of 2^40, GPT-2 positions of 10^12 (a model that would need terabytes). A tensor whose shape
+// the config contradicts is refused before its bytes are read.
+TEST_F(HfFiles, AConfigTheFilesCannotHoldIsRefusedBeforeTheModelIsBuilt) {
+  for (const auto& [key, value] : {std::pair{"num_hidden_layers", int64_t{1000000000}},
+                                   std::pair{"hidden_size", int64_t{1} << 40}}) {
+    json config = neox_config();
+    config[key] = value;
+    if (std::string(key) == "hidden_size") config["intermediate_size"] = 4 * value, config["num_attention_heads"] = 2;
+    write_dir(path(key), config, neox_tensors());
+    const auto message = error_of([&] { read_hf_model(path(key)); });
+    EXPECT_NE(message.find("config.json: describes a model of at least"), std::string::npos) << key << ": " << message;
+    EXPECT_NE(message.find("declare only 2010 values"), std::string::npos) << message;
+  }
+  json positions = gpt2_config();
+  positions["n_positions"] = int64_t{1000000000000};
+  write_dir(path("positions"), positions, gpt2_tensors());
+  EXPECT_NE(error_of([&] { read_hf_model(path("positions")); }).find("+ block_size) x d_model"), std::string::npos);
+}
+
+// A file that declares more than this machine holds (a sparse file: no byte of it is read) with a
+// config to match is refused by the memory it needs, before anything is allocated.
+TEST_F(HfFiles, AModelBeyondThisMachinesMemoryIsRefusedBeforeTheModelIsBuilt) {
+  const int64_t vocab = int64_t{1} << 33;  // embeddings of 2^36 floats: 256 GiB in the file, twice that in the model
+  json config = gpt2_config();
+  config["vocab_size"] = vocab;
+  auto tensors = gpt2_tensors();
+  tensors.erase("wte.weight");
+  write_dir(path("huge"), config, tensors);
+  // Rewrite the file with wte declared [vocab, D] and its bytes left as a hole.
+  json header = json::object();
+  uint64_t offset = 0;
+  TensorMap all = tensors;
+  for (const auto& [name, t] : all) {
+    header[name] = {{"dtype", "F32"}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + 4 * t.numel()}}};
+    offset += 4 * t.numel();
+  }
+  header["wte.weight"] = {{"dtype", "F32"}, {"shape", {vocab, D}}, {"data_offsets", {offset, offset + 4 * vocab * D}}};
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  const uint64_t n = text.size();
+  {
+    std::ofstream out(path("huge/model.safetensors"), std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(&n), 8);
+    out << text;
+    for (const auto& [name, t] : all) out.write(static_cast<const char*>(t.data_ptr()), 4 * t.numel());
+  }
+  std::error_code ec;
+  fs::resize_file(path("huge/model.safetensors"), 8 + n + offset + 4 * vocab * D, ec);
+  if (ec) GTEST_SKIP() << "no sparse file of 256 GiB here: " << ec.message();
+  const auto message = error_of([&] { read_hf_model(path("huge")); });
+  EXPECT_NE(message.find("more than this machine's"), std::string::npos) << message;
+  EXPECT_NE(message.find("vocab_size 8589934592"), std::string::npos) << message;
+  fs::remove(path("huge/model.safetensors"));
+}
+
+// --step beyond what a run can hold (its step budget times tokens per step overflows) is refused,
+// writing nothing, instead of an import whose config.yaml no command can read.
+TEST_F(HfFiles, AnImportStepNoRunCanHoldIsRefused) {
+  write_dir(path("one"), neox_config(), neox_tensors());
+  const auto message = error_of([&] { import_hf(path("one"), path("far"), {INT64_MAX, {}}); });
+  EXPECT_NE(message.find("step 9223372036854775807 make a run config that does not validate"), std::string::npos) << message;
+  EXPECT_NE(message.find("train.max_steps = 9223372036854775807"), std::string::npos) << message;
+  EXPECT_FALSE(fs::exists(path("far")));
 }
 
 // import-hf holds the run directory's lock while it writes its checkpoints, as a trainer does, and

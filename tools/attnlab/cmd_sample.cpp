@@ -87,9 +87,12 @@ void add_sample_command(CLI::App& app) {
     spdlog::info("sample: {} (step {}, arm {}), {} prompt tokens, {} new, temperature {}, top-k {}, seed {}",
                  loaded.source.string(), loaded.step, loaded.model_config.arm, prompt.size(), args->tokens,
                  args->temperature, args->top_k, args->seed);
-    auto ids = prompt;
-    for (const auto id : generate(*loaded.model, context, options)) ids.push_back(id);
-    std::cout << decode_ids(codec, ids) << "\n";
+    // Each token's text as soon as it is generated (a long --tokens prints from the start).
+    DecodeStream text(codec);
+    for (const auto id : prompt) text.add(id);
+    generate_each(*loaded.model, context, options, [&](int64_t id) { text.add(id); });
+    text.finish();
+    std::cout << "\n";
   });
 }
 

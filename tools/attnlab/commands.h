@@ -40,6 +40,13 @@ inline void add_renamed_option(CLI::App* cmd, const std::string& old_name, const
   old->group("")->each([why](const std::string&) { throw CLI::ValidationError(why); });
 }
 
+/// Adds a range check to every integer option of every subcommand of `app` (CLI11's type names INT
+/// and UINT, vectors included): CLI11 2.1 converts with strtoll / strtoull and ignores their
+/// overflow, so `--tokens 1e30`'s digits became INT64_MAX and a negative unsigned value 2^64 - 1,
+/// without a word. Now such a value is refused naming the option, its text and the type's range
+/// (integer_options.cpp). main() calls it once, after every command is added.
+void check_integer_ranges(CLI::App& app);
+
 /// Points spdlog's default logger at stderr (a logger named `command`), for commands whose stdout is
 /// their result (a table, generated text): `attnlab report DIR > report.md` then holds no log lines.
 void log_to_stderr(const std::string& command);

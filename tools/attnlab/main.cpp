@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   attnlab::cli::add_sample_command(app);
   attnlab::cli::add_watch_command(app);
   attnlab::cli::add_self_check_command(app);
+  attnlab::cli::check_integer_ranges(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

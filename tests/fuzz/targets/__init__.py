@@ -5,4 +5,4 @@ A module defines `Target(run, workdir)`: `run(paths)` reads inputs with the driv
 directory); `judge(case, verdict) -> str | None` says what is wrong with an accepted or refused
 verdict (crashes, hangs and "broken" verdicts are failures whatever the target says).
 """
-TARGETS = ["config", "shards"]
+TARGETS = ["config", "shards", "import_hf"]

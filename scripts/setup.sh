@@ -10,12 +10,13 @@ ATTNLAB_CACHE="${ATTNLAB_CACHE:-$HOME/.cache/attnlab}"
 ATTNLAB_DEFAULT_VENV="$ATTNLAB_CACHE/venv"
 ATTNLAB_VENV="${ATTNLAB_VENV:-$ATTNLAB_DEFAULT_VENV}"
 TORCH_VERSION="2.11.0"
-# transformers, safetensors and lm-eval[hf] (with accelerate): Hugging Face interop and its tests
-# (docs/interop.md); scipy: the tests' Spearman correlations and t intervals; wandb: `attnlab watch --wandb`
+# transformers, tokenizers, safetensors and lm-eval[hf] (with accelerate): Hugging Face interop and its
+# tests (docs/interop.md); protobuf: reading a SentencePiece model's settings when export-hf writes its
+# fast tokenizer; scipy: the tests' Spearman correlations and t intervals; wandb: `attnlab watch --wandb`
 # and its tests against W&B's offline files (docs/monitoring.md)
-PIP_PACKAGES=(numpy matplotlib sentencepiece tiktoken tensorboard tqdm transformers safetensors "lm-eval[hf]" scipy
-              "wandb>=0.19.10")
-PIP_MODULES="numpy, matplotlib, sentencepiece, tiktoken, tensorboard, tqdm, transformers, safetensors, lm_eval, accelerate, scipy, wandb"
+PIP_PACKAGES=(numpy matplotlib sentencepiece protobuf tiktoken tensorboard tqdm transformers tokenizers safetensors
+              "lm-eval[hf]" scipy "wandb>=0.19.10")
+PIP_MODULES="numpy, matplotlib, sentencepiece, google.protobuf, tiktoken, tensorboard, tqdm, transformers, tokenizers, safetensors, lm_eval, accelerate, scipy, wandb"
 # shellcheck source=scripts/lib/os_packages.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/os_packages.sh"
 

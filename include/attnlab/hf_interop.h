@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,17 @@ std::string to_string(HfExportKind kind);
 /// a sequential residual, gpt_neox for the baseline arm with rotary positions, attnlab otherwise.
 HfExportKind hf_export_kind(const ModelConfig& config);
 
+/// A fast tokenizer for a run whose tokens are SentencePiece's or UTF-8 bytes (docs/interop.md,
+/// "Tokenizer"): tools/hf_tokenizer.py, run by `python`, writes tokenizer.json and tokenizer_config.json
+/// with the `tokenizers` library, which transformers then loads without sentencepiece or protobuf.
+struct HfFastTokenizer {
+  std::string kind;             ///< "sentencepiece" | "bytes" (tokenizer.json's "tokenizer")
+  std::filesystem::path model;  ///< the SentencePiece .model (sentencepiece only)
+  int64_t eot = -1;             ///< the document separator id (tokenizer.json's "eot"): bos, eos, and put before a text
+  std::filesystem::path python; ///< an interpreter with tokenizers and transformers (sentencepiece and protobuf to read a .model)
+  std::filesystem::path script; ///< tools/hf_tokenizer.py
+};
+
 struct HfExportOptions {
   /// Directory holding configuration_attnlab.py and modeling_attnlab.py (the repository's
   /// python/attnlab_hf), copied beside an attnlab-kind export. Required for that kind only.
@@ -92,6 +104,8 @@ struct HfExportOptions {
   /// The document separator of the run's tokenizer (tokenizer.json's "eot"), written as config.json's
   /// bos_token_id and eos_token_id; -1: 50256 for GPT-2's vocabulary, else null.
   int64_t eot = -1;
+  /// When set, the fast tokenizer it describes is written (not with gpt2_tiktoken).
+  std::optional<HfFastTokenizer> fast_tokenizer;
 };
 
 struct HfExportResult {
@@ -103,7 +117,8 @@ struct HfExportResult {
 /// `out` (refused when it exists and is not empty; written under a hidden sibling and renamed, so a
 /// failure leaves nothing): config.json with the run's provenance under "attnlab_provenance" (arm, seed, step,
 /// config hash, source), model.safetensors, the modeling files or the tokenizer files as above.
-/// Throws CheckpointError naming the file at fault, std::invalid_argument for a bad option.
+/// Throws CheckpointError naming the file at fault, std::invalid_argument for a bad option,
+/// std::runtime_error when the fast tokenizer's Python is missing or fails (naming it).
 HfExportResult export_hf(const LoadedModel& model, const std::filesystem::path& out,
                          const HfExportOptions& options = {});
 

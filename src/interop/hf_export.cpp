@@ -8,6 +8,7 @@
 #include "attnlab/version.h"
 #include "checkpoint/file_ops.h"
 #include "common/durable_file.h"
+#include "interop/fast_tokenizer_files.h"
 #include "interop/gpt2_tokenizer_files.h"
 #include "interop/hf_config.h"
 #include "interop/hf_tensor_names.h"
@@ -57,6 +58,9 @@ void check_options(const LoadedModel& loaded, const fs::path& out, HfExportKind 
     throw std::invalid_argument("the document separator id " + std::to_string(options.eot) + " is outside the model's vocabulary of " +
                                 std::to_string(loaded.model_config.vocab_size));
   }
+  if (!options.gpt2_tiktoken.empty() && options.fast_tokenizer) {
+    throw std::invalid_argument("export-hf writes one tokenizer: GPT-2's files or a fast tokenizer, not both");
+  }
   if (!options.gpt2_tiktoken.empty() && loaded.model_config.vocab_size != kGpt2VocabSize) {
     throw std::invalid_argument("GPT-2 tokenizer files need model.vocab_size = 50257, the model has " +
                                 std::to_string(loaded.model_config.vocab_size));
@@ -85,6 +89,10 @@ std::vector<std::string> write_export(const LoadedModel& loaded, HfExportKind ki
   }
   if (!options.gpt2_tiktoken.empty()) {
     for (auto& name : interop::write_gpt2_tokenizer_files(options.gpt2_tiktoken, dir, cfg.block_size)) files.push_back(name);
+  }
+  if (options.fast_tokenizer) {
+    for (auto& name : interop::write_fast_tokenizer_files(*options.fast_tokenizer, dir, cfg.block_size, cfg.vocab_size))
+      files.push_back(name);
   }
   return files;
 }

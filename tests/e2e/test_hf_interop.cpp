@@ -2,12 +2,14 @@
 // built by transformers in-process (tests/interop/hf_reference.py) are imported by `attnlab import-hf`
 // and must give transformers' logits, hidden states and activation statistics; every arm exported by
 // `attnlab export-hf` must give, in transformers, the loss `attnlab eval` gives; safetensors files
-// cross between attnlab and Python bit for bit; lm-evaluation-harness evaluates an exported arm.
+// cross between attnlab and Python bit for bit; lm-evaluation-harness evaluates an exported arm, with
+// GPT-2's tokenizer and with the fast tokenizer export-hf writes for a SentencePiece corpus.
 // Skipped (with the reason) when the build found no venv python (tests/CMakeLists.txt).
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <iostream>
@@ -101,6 +103,24 @@ class HfInterop : public ::testing::Test {
   // Two GPT-NeoX revision series and what the analyses must find on them.
   static void make_series() {
     if (!fs::exists(dir() / "series/series_expected.json")) python({"series", (dir() / "series").string()});
+  }
+
+  // A micro combo2 run trained a few steps on a SentencePiece corpus that tools/prepare_data.py made
+  // (as scripts/prepare_corpus.sh makes the demo's), exported with --tokenizer auto; made once.
+  static fs::path sentencepiece_export() {
+    const fs::path work = dir() / "sp";
+    if (fs::exists(work / "export")) return work;
+    python({"sp-corpus", work.string(), "512"});
+    std::ofstream(work / "run.yaml")
+        << "include: ['" << ATTNLAB_SOURCE_DIR << "/configs/tiers/micro.yaml']\n"
+        << "seed: 3\nmodel: {arm: combo2, vocab_size: 512, block_size: 64}\n"
+        << "data: {train: '" << (work / "data/*_train_*.bin").string() << "', val: '"
+        << (work / "data/*_val_*.bin").string() << "', val_tokens: 512}\n"
+        << "train: {batch_size: 4, seq_len: 64, tokens_per_step: 256, max_steps: 6, threads: 1}\n"
+        << "optim: {warmup_steps: 2}\neval: {every: 3}\ncheckpoint: {every: 3}\nout_dir: '" << (work / "run").string() << "'\n";
+    cli({"train", "--config", (work / "run.yaml").string()});
+    cli({"export-hf", "--checkpoint", (work / "run").string(), "--out", (work / "export").string()});
+    return work;
   }
 
   static testing::TempDir* tmp_;
@@ -447,6 +467,42 @@ TEST_F(HfInterop, SampleDecodesARunOnShardsWithoutTokenizerJsonAsGpt2AsExportHfT
   const fs::path out = dir() / "gpt2_sample_export";
   cli({"export-hf", "--checkpoint", run.string(), "--out", out.string()});
   EXPECT_TRUE(fs::exists(out / "vocab.json"));  // the same tokenizer, GPT-2's files
+}
+
+// ---- the project's own SentencePiece tokenizer: export and lm-evaluation-harness ---------------------------
+
+TEST_F(HfInterop, ExportHfWritesAFastTokenizerGivingTheSentencePieceCorpusIds) {
+  const fs::path work = sentencepiece_export();
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) EXPECT_TRUE(fs::exists(work / "export" / f)) << f;
+  // Every document's text encodes to the ids its shard holds (the separator, then its tokens),
+  // with transformers alone: sentencepiece and protobuf are made unimportable for the load.
+  const json r = json::parse(python({"corpus-ids", (work / "export").string(), (work / "data").string(),
+                                     (work / "texts").string()}));
+  EXPECT_EQ(r.value("documents", 0), 40) << r.dump();
+}
+
+TEST_F(HfInterop, LmEvalRunsTheDocumentedCommandOfflineOnASentencePieceCorpusRun) {
+  if (run("'" + kPython + "' -c 'import lm_eval'", dir() / "lm_eval_import.log") != 0)
+    GTEST_SKIP() << "lm_eval is not importable by " << kPython << " (scripts/setup.sh installs lm-eval[hf])";
+  const fs::path work = sentencepiece_export();
+  const json r = json::parse(python({"lm-eval-corpus", (work / "export").string(), (work / "lm_eval").string(),
+                                     (work / "data").string()}));
+  ASSERT_EQ(r.value("requests", 0), 18) << r.dump();
+  // attnlab's own forward on the same tokens gives lm_eval's log p(choice | question).
+  const auto loaded = open_model(work / "run");
+  torch::NoGradGuard no_grad;
+  double worst = 0;
+  for (const auto& request : json::parse(read(work / "lm_eval/requests.json"))) {
+    const auto tokens = request["tokens"].get<std::vector<int64_t>>();
+    const auto context = request["context"].get<int64_t>();
+    const auto logits = loaded.model->forward(torch::tensor(tokens).unsqueeze(0))[0].to(at::kDouble);
+    const auto logprobs = torch::log_softmax(logits, -1);
+    double sum = 0;
+    for (int64_t i = context; i < static_cast<int64_t>(tokens.size()); ++i) sum += logprobs[i - 1][tokens[i]].item<double>();
+    worst = std::max(worst, std::abs(sum - request["lm_eval"].get<double>()));
+  }
+  EXPECT_LT(worst, 1e-4) << "lm_eval vs attnlab, nats";
+  std::cout << "lm_eval vs attnlab: " << worst << " nats; vs transformers: " << r["max_lm_eval_vs_transformers"] << "\n";
 }
 
 }  // namespace

@@ -23,6 +23,16 @@ with these. Subcommands:
                     patterns (another offset) with Python's safetensors to PYTHON_FILE
   lm-eval DIR WORK  lm-evaluation-harness's `lm_eval` command on a local multiple-choice task; its
                     per-choice log-likelihoods and accuracy equal a direct transformers computation
+  sp-corpus WORK VOCAB
+                    generated documents (WORK/texts/) tokenized by tools/prepare_data.py with a
+                    SentencePiece BPE of VOCAB tokens into WORK/data/, as scripts/prepare_corpus.sh does
+  corpus-ids DIR DATA TEXTS
+                    DIR's tokenizer (loaded with sentencepiece and protobuf unimportable) gives, for each
+                    document of TEXTS, the ids DATA's shards hold for it: the separator, then its tokens
+  lm-eval-corpus DIR WORK DATA
+                    docs/interop.md's lm_eval command, offline, on a task made of DATA's documents; checks
+                    that its token ids are the corpus's and its log-likelihoods transformers', and writes
+                    WORK/requests.json (each request's tokens and lm_eval's value) for attnlab to compare
 """
 import json
 import os
@@ -413,6 +423,163 @@ def cmd_lm_eval(path, work):
     print(json.dumps({"acc": acc, "docs": len(samples), "max_loglikelihood_diff": worst}))
 
 
+# ---- the project's own SentencePiece tokenizer ----------------------------------------------------------------
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+WORDS = ("the a list of file object returns value module function class string number open read write close "
+         "python import call print type error raise loop index key dict set tuple bytes path name data line").split()
+
+
+def corpus_documents(n=40, seed=7):
+    """Deterministic documents with what tokenizers trip over: a leading space or none, runs of spaces,
+    tabs, indented code, blank lines, punctuation, digits, accents, CJK, an emoji, literal "<s>"."""
+    rng = np.random.default_rng(seed)
+    docs = []
+    for d in range(n):
+        lines = []
+        for _ in range(int(rng.integers(8, 20))):
+            words = [WORDS[i] for i in rng.integers(0, len(WORDS), int(rng.integers(3, 14)))]
+            kind = int(rng.integers(0, 6))
+            if kind == 0:
+                lines.append("    " + words[0] + "(" + ", ".join(words[1:3]) + ")  # " + str(int(rng.integers(0, 10**6))))
+            elif kind == 1:
+                lines.append("")
+            elif kind == 2:
+                lines.append("\t" + "  ".join(words) + ".")
+            else:
+                lines.append(" ".join(words).capitalize() + rng.choice([".", ",", "?", ":", " --"]))
+        extra = ["café naïve Zürich", "東京 データ", "🙂 <s> </s> <unk>", "x = [1, 22, 333]"][d % 4]
+        docs.append((" " if d % 5 == 0 else "") + "\n".join(lines) + "\n" + extra + ("\n" if d % 3 else ""))
+    return docs
+
+
+def cmd_sp_corpus(work, vocab):
+    texts = os.path.join(work, "texts")
+    os.makedirs(texts, exist_ok=True)
+    for i, doc in enumerate(corpus_documents()):
+        with open(os.path.join(texts, f"doc{i:03d}.txt"), "w", encoding="utf-8") as f:
+            f.write(doc)
+    done = subprocess.run([sys.executable, os.path.join(REPO, "tools/prepare_data.py"), "text", "--inputs",
+                           os.path.join(texts, "*.txt"), "--out", os.path.join(work, "data"), "--name", "tiny",
+                           "--tokenizer", "sentencepiece", "--vocab-size", vocab, "--val-fraction", "0.2",
+                           "--quiet"], capture_output=True, text=True)
+    if done.returncode != 0:
+        fail(f"prepare_data.py exited with {done.returncode}:\n{done.stderr[-3000:]}")
+    print(json.dumps({"documents": len(os.listdir(texts))}))
+
+
+def corpus_spans(data):
+    """Each document's ids as the shards hold them, by document key: val documents (tokenizer.json's
+    "val_documents") then train ones, each split in path order, each span starting at a separator."""
+    with open(os.path.join(data, "tokenizer.json")) as f:
+        meta = json.load(f)
+    spans = {}
+    for split in ("val", "train"):
+        stream = np.concatenate([read_shard(os.path.join(data, s)) for s in meta["shards"] if f"_{split}_" in s])
+        starts = list(np.flatnonzero(stream == meta["eot"])) + [len(stream)]
+        spans[split] = [stream[a:b].tolist() for a, b in zip(starts[:-1], starts[1:])]
+    return meta, spans
+
+
+def load_fast_tokenizer_without_sentencepiece(path):
+    """AutoTokenizer with sentencepiece and protobuf made unimportable: the export must not need them."""
+    for name in ("sentencepiece", "google.protobuf"):
+        sys.modules[name] = None
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(path, trust_remote_code=needs_custom_code(path))
+    for name in ("sentencepiece", "google.protobuf"):
+        del sys.modules[name]
+    if not tok.is_fast:
+        fail(f"{path}: transformers loaded a slow tokenizer ({type(tok).__name__})")
+    return tok
+
+
+def cmd_corpus_ids(path, data, texts):
+    tok = load_fast_tokenizer_without_sentencepiece(path)
+    meta, spans = corpus_spans(data)
+    keys = sorted(os.listdir(texts))
+    order = {"val": [k for k in keys if k in meta["val_documents"]], "train": [k for k in keys if k not in meta["val_documents"]]}
+    checked = tokens = 0
+    for split, names in order.items():
+        if len(names) != len(spans[split]):
+            fail(f"{split}: {len(names)} documents but {len(spans[split])} separators in the shards")
+        for name, want in zip(names, spans[split]):
+            with open(os.path.join(texts, name), encoding="utf-8") as f:
+                text = f.read()
+            got = tok(text)["input_ids"]  # transformers' default: special tokens on, the separator first
+            if got != want:
+                k = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+                fail(f"{name}: ids differ from the corpus's at {k}: {got[k:k + 6]} vs {want[k:k + 6]}")
+            if tok(text, add_special_tokens=False)["input_ids"] != want[1:]:
+                fail(f"{name}: without special tokens the ids are not the corpus's after its separator")
+            if tok.decode(want[1:]) != text or tok(tok.decode(want[1:]))["input_ids"] != want:
+                fail(f"{name}: decoding the corpus's ids and encoding again does not give them back")
+            checked, tokens = checked + 1, tokens + len(want)
+    print(json.dumps({"documents": checked, "tokens": tokens, "eot": meta["eot"]}))
+
+
+def corpus_items(n=6):
+    """Multiple-choice items from the corpus's documents: the first four words of a line as the
+    question, its next three words as the right choice, those of other lines as the wrong ones."""
+    lines = [line.split() for doc in corpus_documents() for line in doc.split("\n") if len(line.split()) >= 7]
+    items = []
+    for i in range(n):
+        words = lines[3 * i]
+        choices = [" ".join(words[4:7])] + [" ".join(lines[3 * i + k][4:7]) for k in (1, 2)]
+        items.append({"question": " ".join(words[:4]), "choices": choices, "answer": 0})
+    return items
+
+
+def cmd_lm_eval_corpus(path, work, data):
+    import sentencepiece as spm
+    meta, _ = corpus_spans(data)
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(data, meta["model"]))
+    items = corpus_items()
+    os.makedirs(os.path.join(work, "tasks"), exist_ok=True)
+    items_file = os.path.join(work, "items.jsonl")
+    with open(items_file, "w") as f:
+        for item in items:
+            f.write(json.dumps(item) + "\n")
+    with open(os.path.join(work, "tasks", "attnlab_local_mc.yaml"), "w") as f:
+        f.write(TASK_YAML.format(data=items_file))
+    results = os.path.join(work, "out", "lm_eval")
+    lm_eval = os.path.join(os.path.dirname(sys.executable), "lm_eval")
+    # docs/interop.md's command, as written there (the model and the task's place filled in).
+    command = [lm_eval, "--model", "hf", "--model_args", f"pretrained={path},trust_remote_code=True,dtype=float32",
+               "--tasks", "attnlab_local_mc", "--include_path", os.path.join(work, "tasks"), "--device", "cpu",
+               "--batch_size", "16", "--output_path", results, "--log_samples"]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        fail(f"lm_eval exited with {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    samples = [json.loads(line) for root, _, files in os.walk(results) for name in files
+               if name.startswith("samples_attnlab_local_mc") for line in open(os.path.join(root, name))]
+    if len(samples) != len(items):
+        fail(f"lm_eval logged {len(samples)} samples for {len(items)} items under {results}")
+
+    model = load_exported(path)
+    tok = load_fast_tokenizer_without_sentencepiece(path)
+    requests, worst = [], 0.0
+    for sample in samples:
+        item = items[sample["doc_id"]]
+        for choice, resp in zip(item["choices"], sample["resps"]):
+            # The corpus's rule: a document is the separator, then SentencePiece's ids of its text.
+            context = [meta["eot"]] + sp.encode(item["question"])
+            whole = [meta["eot"]] + sp.encode(item["question"] + " " + choice)
+            if tok(item["question"])["input_ids"] != context or tok(item["question"] + " " + choice)["input_ids"] != whole:
+                fail(f"the exported tokenizer's ids for {item['question']!r} + {choice!r} are not the corpus's")
+            got = float(resp[0][0] if isinstance(resp[0], list) else resp[0])
+            with torch.no_grad():
+                logprobs = torch.log_softmax(model(torch.tensor([whole])).logits[0].double(), dim=-1)
+            direct = float(sum(logprobs[i - 1, whole[i]] for i in range(len(context), len(whole))))
+            worst = max(worst, abs(got - direct))
+            requests.append({"tokens": whole, "context": len(context), "lm_eval": got, "transformers": direct})
+    with open(os.path.join(work, "requests.json"), "w") as f:
+        json.dump(requests, f)
+    if worst > 1e-4:
+        fail(f"lm_eval's log-likelihoods differ from transformers' by up to {worst} nats")
+    print(json.dumps({"requests": len(requests), "max_lm_eval_vs_transformers": worst}))
+
+
 def main(argv):
     command, args = argv[0], argv[1:]
     if command == "models":
@@ -429,6 +596,12 @@ def main(argv):
         cmd_safetensors(*args)
     elif command == "lm-eval":
         cmd_lm_eval(*args)
+    elif command == "sp-corpus":
+        cmd_sp_corpus(*args)
+    elif command == "corpus-ids":
+        cmd_corpus_ids(*args)
+    elif command == "lm-eval-corpus":
+        cmd_lm_eval_corpus(*args)
     else:
         fail(f"unknown command {command}")
 

@@ -468,6 +468,21 @@ TEST_F(HfFiles, ExportRefusesANonEmptyDirectoryAndMissingModelingFiles) {
   }
 }
 
+// The fast tokenizer's Python missing is an error naming it, and the export leaves nothing behind;
+// two tokenizers at once are refused.
+TEST_F(HfFiles, ExportNamesAMissingTokenizerPythonAndLeavesNothing) {
+  LoadedModel loaded = tiny_loaded("renorm");
+  HfExportOptions options{ATTNLAB_SOURCE_DIR "/python/attnlab_hf", {}};
+  options.fast_tokenizer = HfFastTokenizer{"bytes", {}, 256, path("no_venv/bin/python"),
+                                           ATTNLAB_SOURCE_DIR "/tools/hf_tokenizer.py"};
+  EXPECT_NE(error_of([&] { export_hf(loaded, path("fast"), options); }).find("no_venv/bin/python"), std::string::npos);
+  EXPECT_FALSE(fs::exists(path("fast")));
+  for (const auto& entry : fs::directory_iterator(path("fast").parent_path()))
+    EXPECT_NE(entry.path().filename().string().rfind(".tmp.", 0), 0u) << entry.path();  // no hidden leftover
+  options.gpt2_tiktoken = path("tiny.tiktoken");
+  EXPECT_NE(error_of([&] { export_hf(loaded, path("fast"), options); }).find("not both"), std::string::npos);
+}
+
 // A rank file of the 256 bytes, then " t" (256), "he" (257), " the" (258): its merges are known.
 TEST_F(HfFiles, Gpt2TokenizerFilesComeFromTheRanks) {
   std::string ranks;

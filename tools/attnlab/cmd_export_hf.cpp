@@ -1,7 +1,8 @@
-// `attnlab export-hf --checkpoint RUN --out DIR [--tokenizer auto|none|FILE]` (docs/interop.md)
+// `attnlab export-hf --checkpoint RUN --out DIR [--tokenizer auto|none|FILE] [--python PY]` (docs/interop.md)
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -18,6 +19,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr int64_t kBytesVocabSize = 257;  // tools/prepare_data.py's bytes: UTF-8 bytes 0..255, separator 256
+
 // GPT-2's BPE ranks where scripts/setup.sh caches them.
 fs::path cached_gpt2_vocabulary() {
   if (const char* file = std::getenv("ATTNLAB_GPT2_TIKTOKEN"); file && *file) return file;
@@ -27,18 +30,10 @@ fs::path cached_gpt2_vocabulary() {
   return root / "gpt2" / "gpt2.tiktoken";
 }
 
-// "auto": GPT-2's files when the run's tokenizer (run_tokenizer, docs/data.md) is GPT-2 BPE.
-fs::path tokenizer_file(const std::string& choice, const LoadedModel& loaded, const TokenizerInfo& info) {
-  if (choice == "none") return {};
-  if (choice != "auto") return choice;
+// GPT-2's files for --tokenizer auto, when the run's tokenizer is GPT-2 BPE; empty (logged) when it is not.
+fs::path gpt2_files(const LoadedModel& loaded) {
   if (loaded.model_config.vocab_size != kGpt2VocabSize) {
-    spdlog::info("no tokenizer files: vocab_size {} is not GPT-2's; give lm-eval a tokenizer (docs/interop.md)",
-                 loaded.model_config.vocab_size);
-    return {};
-  }
-  if (info.tokenizer != "gpt2") {
-    spdlog::info("no tokenizer files: the run's shards are {} tokens ({})", info.tokenizer,
-                 info.file.empty() ? "no tokenizer.json" : info.file);
+    spdlog::info("no tokenizer files: the run used GPT-2 BPE but vocab_size {} is not GPT-2's", loaded.model_config.vocab_size);
     return {};
   }
   const fs::path file = cached_gpt2_vocabulary();
@@ -49,11 +44,56 @@ fs::path tokenizer_file(const std::string& choice, const LoadedModel& loaded, co
   return file;
 }
 
+// A fast tokenizer for the run's SentencePiece or bytes tokens (tools/hf_tokenizer.py); none (logged)
+// for a tokenizer.json that names no SentencePiece model or a bytes vocabulary not prepare_data.py's.
+std::optional<HfFastTokenizer> fast_tokenizer(const TokenizerInfo& info, const std::string& python) {
+  HfFastTokenizer spec{info.tokenizer, info.model, info.eot, python.empty() ? venv_python() : fs::path(python),
+                       source_tool("hf_tokenizer.py")};
+  if (info.tokenizer == "bytes" && info.vocab_size != kBytesVocabSize) {
+    spdlog::info("no tokenizer files: {} says bytes with vocab_size {}, not tools/prepare_data.py's {} (bytes + separator)",
+                 info.file, info.vocab_size, kBytesVocabSize);
+    return std::nullopt;
+  }
+  if (info.tokenizer == "sentencepiece" && info.model.empty()) {
+    spdlog::info("no tokenizer files: {} names no SentencePiece model", info.file);
+    return std::nullopt;
+  }
+  if (info.tokenizer == "sentencepiece" && !fs::exists(info.model)) {
+    throw std::invalid_argument("the run's SentencePiece model " + info.model + " (named by " + info.file +
+                                ") is missing; run export-hf from where the run was trained, or pass --tokenizer none");
+  }
+  return spec;
+}
+
+// --tokenizer: "auto" follows the run's tokenizer (run_tokenizer, docs/data.md, "The run's tokenizer").
+void choose_tokenizer(const std::string& choice, const std::string& python, const LoadedModel& loaded,
+                      const TokenizerInfo& info, HfExportOptions& options) {
+  if (choice == "none") return;
+  if (choice != "auto") {
+    options.gpt2_tiktoken = choice;
+    return;
+  }
+  if (info.tokenizer == "gpt2") {
+    options.gpt2_tiktoken = gpt2_files(loaded);
+  } else if (info.tokenizer == "sentencepiece" || info.tokenizer == "bytes") {
+    check_vocab(info, loaded.model_config.vocab_size);
+    options.fast_tokenizer = fast_tokenizer(info, python);
+  } else if (info.tokenizer == "hf") {
+    spdlog::info("no tokenizer files: the run's shards are a transformers tokenizer's tokens ({}); copy that "
+                 "tokenizer's files into the export, or give lm-eval tokenizer=ITS_DIRECTORY (docs/interop.md)",
+                 info.file);
+  } else {
+    spdlog::info("no tokenizer files: the run's tokenizer is unknown (no tokenizer.json beside its shards, and "
+                 "vocab_size {} is not GPT-2's); give lm-eval a tokenizer (docs/interop.md)",
+                 loaded.model_config.vocab_size);
+  }
+}
+
 }  // namespace
 
 void add_export_hf_command(CLI::App& app) {
   struct Args {
-    std::string checkpoint, out, tokenizer = "auto", modeling_dir;
+    std::string checkpoint, out, tokenizer = "auto", modeling_dir, python;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
@@ -64,8 +104,12 @@ void add_export_hf_command(CLI::App& app) {
       ->required();
   cmd->add_option("--out", args->out, "New directory to write")->required();
   cmd->add_option("--tokenizer", args->tokenizer,
-                  "auto: GPT-2's tokenizer files when the run used GPT-2 BPE (cached by scripts/setup.sh); none; or "
-                  "a .tiktoken file of GPT-2's ranks")->capture_default_str();
+                  "auto: the run's tokenizer (GPT-2's files for GPT-2 BPE, cached by scripts/setup.sh; a fast "
+                  "tokenizer.json for SentencePiece or bytes); none; or a .tiktoken file of GPT-2's ranks")
+      ->capture_default_str();
+  cmd->add_option("--python", args->python,
+                  "Python with tokenizers, transformers, sentencepiece and protobuf, for a SentencePiece or bytes "
+                  "tokenizer (default: the project's venv)");
   cmd->add_option("--modeling-dir", args->modeling_dir,
                   "Directory of configuration_attnlab.py and modeling_attnlab.py (default: python/attnlab_hf of the source tree)");
   cmd->callback([args] {
@@ -74,7 +118,7 @@ void add_export_hf_command(CLI::App& app) {
     options.modeling_dir = args->modeling_dir.empty() ? source_tool("../python/attnlab_hf").lexically_normal()
                                                       : fs::path(args->modeling_dir);
     const TokenizerInfo info = run_tokenizer(loaded.config, loaded.model_config.vocab_size);
-    options.gpt2_tiktoken = tokenizer_file(args->tokenizer, loaded, info);
+    choose_tokenizer(args->tokenizer, args->python, loaded, info, options);
     if (info.tokenizer != "unknown" && info.vocab_size == loaded.model_config.vocab_size) options.eot = info.eot;
     const auto r = export_hf(loaded, args->out, options);
     std::cout << fmt::format("{}: {} (step {}, arm {}) exported as {}{}: {}\n", args->out, loaded.source.string(),

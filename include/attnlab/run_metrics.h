@@ -2,7 +2,8 @@
 // line, of three kinds, each a struct below (its one writer is MetricsLog, its one reader
 // read_metrics; JSON keys are written in alphabetical order):
 //   step record        {"elapsed_s", "grad_norm", "lr"[, "mfu"], "step", "tokens", "tokens_per_s",
-//                       "train_loss", "val_loss" (null between evaluations)}         StepRecord
+//                       "train_loss", "val_loss" (null between evaluations)[, "tasks": {"<name>":
+//                       {"acc", "acc_norm", "n", "fingerprint"}} on evaluated steps with eval.tasks]} StepRecord
 //   schedule change    {"type": "schedule_change", "step", "total_steps_before", "total_steps",
 //                       "next_lr_before", "next_lr"}                                  ScheduleChange
 //   activations        {"type": "activations", "step", "probe_sequences", "massive": {"min_max",
@@ -19,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnlab/activation_capture.h"
+#include "attnlab/task_file.h"
 
 namespace attnlab {
 
@@ -33,6 +35,7 @@ struct StepRecord {
   double tokens_per_s = 0.0;       ///< the step's throughput (timing: differs from run to run)
   double elapsed_s = 0.0;          ///< wall seconds of the run so far, earlier sessions included (timing)
   std::optional<double> mfu;       ///< model FLOPs utilisation in [0, 1]; none when the device's peak is unknown
+  TaskAccuracies tasks;            ///< eval.tasks' accuracies on evaluated steps (docs/downstream.md); else empty, no key
 };
 
 /// A resume under another step budget (docs/checkpoints.md, "Resuming under another step budget"):
@@ -60,6 +63,13 @@ struct CurvePoint {
   double val_loss = 0.0;  ///< nats/token
 };
 
+/// A step record's task accuracies (an evaluated step of a run with eval.tasks).
+struct TaskPoint {
+  int64_t step = 0;
+  int64_t tokens = 0;
+  TaskAccuracies tasks;
+};
+
 /// A step record's training loss.
 struct TrainPoint {
   int64_t step = 0;
@@ -79,6 +89,7 @@ struct MetricsHistory {
   std::vector<TrainPoint> training;          ///< every step record with a train_loss, in file order
   std::vector<TrackedActivations> activations;  ///< by ascending step (stable)
   std::vector<ScheduleChange> schedule_changes;  ///< in file order
+  std::vector<TaskPoint> tasks;              ///< every step record with "tasks", in file order
 };
 
 /// The line each record is written as (without the newline): the header's keys, a double in its
@@ -89,9 +100,11 @@ nlohmann::json to_json(const ActivationRecord& record);
 
 /// Reads a metrics.jsonl. A line that does not parse (a write cut short by a crash) is skipped, and so
 /// is a record of a "type" this build does not know (a later build's); a step record without a
-/// validation loss adds no validation point. Throws FileError naming the file when it cannot be
+/// validation loss adds no validation point, one without "tasks" (any record of a run without
+/// eval.tasks, or of a build before them) no task point. Throws FileError naming the file when it cannot be
 /// opened, or when an activation or schedule-change record lacks a key (or has one of the wrong
-/// type) that the trainer always writes.
+/// type) that the trainer always writes, or when a step record's "tasks" is malformed
+/// (task_accuracies_from_json).
 MetricsHistory read_metrics(const std::filesystem::path& metrics_jsonl);
 
 /// How MetricsLog::append() meets a failed write (a full disk, a quota, an I/O error): `attempts`

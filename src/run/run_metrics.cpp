@@ -52,6 +52,14 @@ ScheduleChange schedule_change_from_json(const nlohmann::json& j, const fs::path
   }
 }
 
+TaskAccuracies tasks_from_json(const nlohmann::json& j, int64_t step, const fs::path& origin) {
+  try {
+    return task_accuracies_from_json(j, "tasks");
+  } catch (const std::invalid_argument& e) {
+    throw FileError(origin, fmt::format("the step record of step {}: {}", step, e.what()));
+  }
+}
+
 nlohmann::json optional_number(const std::optional<double>& x) { return x ? nlohmann::json(*x) : nlohmann::json(); }
 
 }  // namespace
@@ -61,6 +69,7 @@ nlohmann::json to_json(const StepRecord& r) {
                       {"val_loss", optional_number(r.val_loss)},          {"lr", r.lr},
                       {"grad_norm", r.grad_norm}, {"tokens_per_s", r.tokens_per_s}, {"elapsed_s", r.elapsed_s}};
   if (r.mfu) j["mfu"] = *r.mfu;
+  if (!r.tasks.empty()) j["tasks"] = to_json(r.tasks);
   return j;
 }
 
@@ -98,6 +107,7 @@ MetricsHistory read_metrics(const fs::path& metrics_jsonl) {
     const int64_t step = j.value("step", int64_t{0}), tokens = j.value("tokens", int64_t{0});
     if (j.value("val_loss", nlohmann::json()).is_number()) h.validation.push_back({step, tokens, j["val_loss"].get<double>()});
     if (j.value("train_loss", nlohmann::json()).is_number()) h.training.push_back({step, tokens, j["train_loss"].get<double>()});
+    if (j.contains("tasks")) h.tasks.push_back({step, tokens, tasks_from_json(j["tasks"], step, metrics_jsonl)});
   }
   std::stable_sort(h.activations.begin(), h.activations.end(),
                    [](const TrackedActivations& a, const TrackedActivations& b) { return a.step < b.step; });

@@ -143,6 +143,8 @@ def scalars(record: dict) -> list:
         elif key in TAGS:
             if value is not None:
                 out.append((TAGS[key], float(value)))
+        elif key == "tasks":  # eval.tasks' accuracies (docs/downstream.md): tasks/<task>/acc, ...
+            _flatten(value, "tasks", out)
         else:
             _flatten(value, f"other/{key}", out)
     tags = set()

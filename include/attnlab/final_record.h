@@ -1,7 +1,8 @@
 // final.json: what a run reports once it has reached its last step (docs/design.md, "The run
 // directory"). The trainer writes it through RunWriter::write_final(); the sweep, the report and
 // `attnlab sweep --dry-run` read it through RunDir::final_record(). Every key is always written (but
-// the two that only some runs have: a branch's "parent", a GPU run's "attention_self_check"), so a
+// the three that only some runs have: a branch's "parent", a GPU run's "attention_self_check", the
+// "tasks" of a run with eval.tasks), so a
 // reader treats a missing or mistyped key as a damaged file, never as a default.
 #pragma once
 
@@ -14,6 +15,7 @@
 
 #include "attnlab/model_config.h"
 #include "attnlab/self_check_record.h"
+#include "attnlab/task_file.h"
 #include "attnlab/trainer_state.h"
 
 namespace attnlab {
@@ -42,17 +44,19 @@ struct FinalRecord {
   /// The first-use attention self-check of the session that finished the run (attention_self_check.h):
   /// runs on CUDA, so a CPU run's record has none (and no key).
   std::optional<SelfCheckResult> attention_self_check;
+  /// The eval.tasks accuracies at the last step (docs/downstream.md); empty (and no key) without tasks.
+  TaskAccuracies tasks;
 };
 
 /// The JSON object final.json holds (every key; "parent" only for a branch, "attention_self_check"
-/// only where one ran).
+/// only where one ran, "tasks" only where tasks were scored).
 nlohmann::json to_json(const FinalRecord& record);
 
 /// Reads that object back. Throws FileError naming `origin` and the first key that is missing, has
 /// the wrong type (a count must be an integer, a loss a number: `"steps": "sixteen"`, 16.5 or
 /// `"final_val_loss": null` are refused) or holds a value no run has (a negative count, steps < 1, a
-/// negative or non-finite final loss), or an "attention_self_check" that self_check_result_from_json
-/// refuses.
+/// negative or non-finite final loss), an "attention_self_check" that self_check_result_from_json
+/// refuses, or "tasks" that task_accuracies_from_json refuses.
 FinalRecord final_record_from_json(const nlohmann::json& j, const std::filesystem::path& origin);
 
 }  // namespace attnlab

@@ -1,11 +1,14 @@
 // `attnlab report`: the paired-seed analysis of a sweep directory (SPEC section 3).
 // Every number is a final validation loss in nats/token, or a difference of such losses between
 // arms that share tier, seed and validation data; a positive difference means the arm subtracted
-// (the second one) is better. Runs that are missing or unfinished are listed, never dropped.
+// (the second one) is better. Runs with eval.tasks add, per task and metric (acc, acc_norm), the same
+// differences over the error rate 1 - accuracy, so positive still means the arm subtracted is better
+// (docs/downstream.md). Runs that are missing or unfinished are listed, never dropped.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -37,6 +40,7 @@ struct RunRecord {
 
   bool finished() const { return state.status == RunStatus::finished; }
   double final_val_loss() const;    ///< final.json's, nats/token (finished or stale runs)
+  const TaskAccuracies& final_tasks() const;  ///< final.json's task accuracies (finished or stale runs; may be empty)
   int64_t val_tokens() const;       ///< final.json's (finished or stale runs)
   uint64_t val_fingerprint() const; ///< final.json's (finished or stale runs)
 };
@@ -88,11 +92,29 @@ struct DifferenceResult {
   std::optional<double> over_floor;
 };
 
+/// What a contrast is taken over: each finished run's value (none: the run has no such value, and
+/// its seed is skipped, saying it lacks `name`), and the data the value was measured on (runs pair
+/// only when theirs are equal; the skip reason quotes both).
+struct PairedQuantity {
+  std::string name;  ///< "final validation loss", "task hellaswag acc"
+  std::string data_name;  ///< what `data` describes: "validation data", "task items"
+  std::function<std::optional<double>(const RunRecord&)> value;
+  std::function<std::string(const RunRecord&)> data;
+};
+
+/// The final validation loss, on the validation data (val_fingerprint and val_tokens).
+PairedQuantity final_loss_quantity();
+/// The error rate 1 - acc (or 1 - acc_norm when `norm`) of task `task` at the last step, on the
+/// task's items (its fingerprint and n); none for a run that did not score the task.
+PairedQuantity task_error_quantity(const std::string& task, bool norm);
+
 /// The difference `contrast` over the runs of one group (one tier): for every seed that any of its
-/// runs has, a pair is formed only when every arm of the contrast has a finished run with that seed
-/// and all of them share val_fingerprint and val_tokens; otherwise the seed is skipped, saying why.
-/// Fills stats and tests; p_holm is the group's (build_report()).
-DifferenceResult pair_contrast(const Contrast& contrast, const std::vector<const RunRecord*>& runs);
+/// runs has, a pair is formed only when every arm of the contrast has a finished run with that seed,
+/// each has the quantity, and all of them share its data (final_loss_quantity(): val_fingerprint and
+/// val_tokens); otherwise the seed is skipped, saying why. Fills stats and tests; p_holm is the
+/// group's (build_report()).
+DifferenceResult pair_contrast(const Contrast& contrast, const std::vector<const RunRecord*>& runs,
+                               const PairedQuantity& quantity = final_loss_quantity());
 
 /// Sets p_holm of each of `differences` (one group's): holm_adjust() over their t p-values.
 void adjust_family(std::vector<DifferenceResult>& differences);
@@ -126,6 +148,17 @@ struct NoiseFloor {
 /// data (val_fingerprint, val_tokens); otherwise it is skipped, saying why.
 NoiseFloor noise_floor(const std::vector<const RunRecord*>& runs, const std::vector<const RunRecord*>& twins);
 
+
+/// One task metric of a group (docs/downstream.md): the arms' mean accuracy and the contrasts over the
+/// error rate 1 - accuracy (task_error_quantity), in spec_contrasts()' order, Holm-adjusted among
+/// themselves (one family per task and metric).
+struct TaskReport {
+  std::string task;    ///< the task's name (its file's stem)
+  std::string metric;  ///< "acc" or "acc_norm"
+  std::vector<ArmResult> arms;  ///< stats: the accuracy over finished seeds that scored the task (paper: none)
+  std::vector<DifferenceResult> differences;
+};
+
 /// The runs of one tier (and, for grids over other keys, one variant).
 struct GroupReport {
   std::string tier, variant;
@@ -136,6 +169,8 @@ struct GroupReport {
   /// From the group's null twins (variant "<variant>/null"), when the sweep has any: they form no
   /// group of their own.
   std::optional<NoiseFloor> noise_floor;
+  /// Per task any finished run of the group scored (by name), acc then acc_norm; empty without tasks.
+  std::vector<TaskReport> tasks;
 };
 
 struct SweepReport {
@@ -154,7 +189,8 @@ std::vector<std::string> ordered_tiers(const std::vector<std::string>& tiers);
 
 /// Renderings: Markdown for the terminal (and report.md), JSON (every number, each seed's value,
 /// skipped seeds, validation curves; what tools/plot_report.py reads), and CSV files by name
-/// (runs.csv, losses.csv, differences.csv, pairs.csv, paper_table.csv).
+/// (runs.csv, losses.csv, differences.csv, pairs.csv, paper_table.csv; task_accuracy.csv,
+/// task_differences.csv and task_pairs.csv only when a group has tasks).
 std::string report_markdown(const SweepReport& report);
 nlohmann::json report_json(const SweepReport& report);
 std::map<std::string, std::string> report_csv(const SweepReport& report);

@@ -65,6 +65,11 @@ struct TrainConfig {
 
 struct EvalConfig {
   int64_t every = 100;  ///< steps between validation passes (and always at the end)
+  /// Multiple-choice task files (token ids, docs/downstream.md) scored at every validation pass; each
+  /// task is named by its file stem, which no two may share. Changes nothing the run computes, so it is
+  /// an observation key (outside the config hash, free to change on resume), and an empty list is not
+  /// written (configs from before it existed keep their bytes).
+  std::vector<std::string> tasks;
 };
 
 struct CheckpointConfig {
@@ -168,12 +173,12 @@ MemoryFloor memory_floor(const RunConfig& cfg);
 /// any work.
 void check_fits_memory(const RunConfig& cfg, double available_bytes, const std::string& device);
 
-/// True for keys that change what a run records but not what it computes (track.*): left out of
-/// config_hash and allowed to differ when a run resumes.
+/// True for keys that change what a run records but not what it computes (track.*, eval.tasks and
+/// its items eval.tasks.N): left out of config_hash and allowed to differ when a run resumes.
 bool is_observation_key(const std::string& key);
 
 /// Stable 16-hex-digit hash of the resolved configuration (recorded in final.json), without out_dir,
-/// the observation keys (track.*) and the GPT-NeoX model options at their defaults (added later: a
+/// the observation keys (track.*, eval.tasks) and the GPT-NeoX model options at their defaults (added later: a
 /// config that does not use them keeps the hash it had before they existed).
 std::string config_hash(const RunConfig& cfg);
 

@@ -2,7 +2,8 @@
 // line, of three kinds, each a struct below (its one writer is MetricsLog, its one reader
 // read_metrics; JSON keys are written in alphabetical order):
 //   step record        {"elapsed_s", "grad_norm", "lr"[, "mfu"], "step", "tokens", "tokens_per_s",
-//                       "train_loss", "val_loss" (null between evaluations)}         StepRecord
+//                       "train_loss", "val_loss" (null between evaluations)[, "tasks": {"<name>":
+//                       {"acc", "acc_norm", "n", "fingerprint"}} on evaluated steps with eval.tasks]} StepRecord
 //   schedule change    {"type": "schedule_change", "step", "total_steps_before", "total_steps",
 //                       "next_lr_before", "next_lr"}                                  ScheduleChange
 //   activations        {"type": "activations", "step", "probe_sequences", "massive": {"min_max",
@@ -20,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnlab/activation_capture.h"
+#include "attnlab/task_file.h"
 
 namespace attnlab {
 
@@ -34,6 +36,7 @@ struct StepRecord {
   double tokens_per_s = 0.0;       ///< the step's throughput (timing: differs from run to run)
   double elapsed_s = 0.0;          ///< wall seconds of the run so far, earlier sessions included (timing)
   std::optional<double> mfu;       ///< model FLOPs utilisation in [0, 1]; none when the device's peak is unknown
+  TaskAccuracies tasks;            ///< eval.tasks' accuracies on evaluated steps (docs/downstream.md); else empty, no key
 };
 
 /// A resume under another step budget (docs/checkpoints.md, "Resuming under another step budget"):
@@ -61,6 +64,13 @@ struct CurvePoint {
   double val_loss = 0.0;  ///< nats/token
 };
 
+/// A step record's task accuracies (an evaluated step of a run with eval.tasks).
+struct TaskPoint {
+  int64_t step = 0;
+  int64_t tokens = 0;
+  TaskAccuracies tasks;
+};
+
 /// A step record's training loss.
 struct TrainPoint {
   int64_t step = 0;
@@ -82,6 +92,7 @@ struct MetricsHistory {
   std::vector<ScheduleChange> schedule_changes;  ///< in file order
   /// Each line read_metrics skipped, as "<file>:<line>: <why>; line skipped" (also logged).
   std::vector<std::string> skipped;
+  std::vector<TaskPoint> tasks;              ///< every step record with "tasks", in file order
 };
 
 /// The line each record is written as (without the newline): the header's keys, a double in its
@@ -96,7 +107,9 @@ nlohmann::json to_json(const ActivationRecord& record);
 /// read: one that does not parse (a write cut short by a crash, nesting or a number beyond
 /// json_read.h's limits), that is not an object, or a record whose key has the wrong type (a step
 /// record's "step" not an integer, a loss not a number or null) or lacks one the trainer always
-/// writes. Throws FileError naming the file only when it cannot be opened (input_file.h's check).
+/// writes, or whose "tasks" is malformed (task_accuracies_from_json). A step record without "tasks"
+/// (a run without eval.tasks, or a build before them) adds no task point. Throws FileError naming the
+/// file only when it cannot be opened (input_file.h's check).
 MetricsHistory read_metrics(const std::filesystem::path& metrics_jsonl);
 
 /// How MetricsLog::append() meets a failed write (a full disk, a quota, an I/O error): `attempts`

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <optional>
+#include <map>
 #include <set>
 #include <type_traits>
 #include <utility>
@@ -15,6 +16,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "attnlab/lr_schedule.h"
+#include "attnlab/task_file.h"
 #include "common/seed_mix.h"
 #include "config/sizes.h"
 #include "config/yaml_io.h"
@@ -79,7 +81,10 @@ void visit_fields(RunConfig& c, V& v) {
     v.field("log_every", c.train.log_every);
     v.field("threads", c.train.threads);
   });
-  v.section("eval", [&] { v.field("every", c.eval.every); });
+  v.section("eval", [&] {
+    v.field("every", c.eval.every);
+    v.field("tasks", c.eval.tasks);
+  });
   v.section("checkpoint", [&] {
     v.field("every", c.checkpoint.every);
     v.field("keep_last", c.checkpoint.keep_last);
@@ -142,6 +147,11 @@ struct YamlReader {
       }
     } else if constexpr (std::is_enum_v<T>) {
       out = read_name<T>(node, path(key));
+    } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+      if (!node.IsSequence()) throw ConfigError(path(key) + ": expected a list of strings, got " + yaml_io::describe(node));
+      out.clear();
+      for (size_t i = 0; i < node.size(); ++i)
+        out.push_back(yaml_io::read_scalar<std::string>(node[i], fmt::format("{}[{}]", path(key), i)));
     } else {
       out = yaml_io::read_scalar<T>(node, path(key));
     }
@@ -188,6 +198,8 @@ struct ValueCheck {
         throw ConfigError(fmt::format("{}{}: must be a finite number, got {}", prefix, key, yaml_io::format_float(value)));
     } else if constexpr (std::is_same_v<T, std::string>) {
       yaml_io::require_writable(value, prefix + key);
+    } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+      for (size_t i = 0; i < value.size(); ++i) yaml_io::require_writable(value[i], fmt::format("{}{}[{}]", prefix, key, i));
     } else if constexpr (std::is_enum_v<T>) {  // a config built in code could cast any integer
       if (!name_table<T>().has(value))
         throw ConfigError(fmt::format("{}{}: {} is not one of {}", prefix, key, static_cast<int64_t>(value),
@@ -218,6 +230,19 @@ RunConfig from_yaml(const YAML::Node& root) {
 
 void require(bool ok, const std::string& message) {
   if (!ok) throw ConfigError(message);
+}
+
+// eval.tasks: paths, each task named by its file stem (its records' key), so no two may share one.
+void check_task_names(const std::vector<std::string>& tasks) {
+  std::map<std::string, std::string> seen;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    require(!tasks[i].empty(), fmt::format("eval.tasks[{}]: empty path (a task file, docs/downstream.md)", i));
+    const auto name = task_name(tasks[i]);
+    require(!name.empty(), fmt::format("eval.tasks[{}]: '{}' names no file", i, tasks[i]));
+    const auto [it, fresh] = seen.emplace(name, tasks[i]);
+    require(fresh, fmt::format("eval.tasks: '{}' and '{}' are both task '{}' (a task is named by its file stem): "
+                               "rename one", it->second, tasks[i], name));
+  }
 }
 
 constexpr int64_t kMaxThreads = 1024;                // more than any CPU has cores (and it must fit an int)
@@ -285,6 +310,7 @@ void validate(const RunConfig& c) {
   require(c.train.threads >= 0, "train.threads: must be >= 0");
   require(c.train.threads <= kMaxThreads, fmt::format("train.threads: must be at most {}", kMaxThreads));
   require(c.eval.every > 0, "eval.every: must be positive");
+  check_task_names(c.eval.tasks);
   require(c.checkpoint.every > 0, "checkpoint.every: must be positive");
   require(c.checkpoint.keep_last > 0, "checkpoint.keep_last: must be at least 1");
   require(c.checkpoint.log_spaced_until >= 1, "checkpoint.log_spaced_until: must be at least 1");
@@ -313,6 +339,8 @@ RunConfig run_config_from_json(const nlohmann::json& resolved) {
 nlohmann::json to_json(const RunConfig& cfg) {
   JsonWriter writer;
   visit_fields(const_cast<RunConfig&>(cfg), writer);  // the writer only reads
+  // Added after runs existed: an empty list is not written, so their config.yaml reads back byte for byte.
+  if (cfg.eval.tasks.empty()) writer.root["eval"].erase("tasks");
   return writer.root;
 }
 
@@ -355,12 +383,15 @@ std::vector<std::string> differing_keys(const RunConfig& a, const RunConfig& b) 
   return keys;
 }
 
-bool is_observation_key(const std::string& key) { return key.rfind("track.", 0) == 0; }
+bool is_observation_key(const std::string& key) {
+  return key.rfind("track.", 0) == 0 || key == "eval.tasks" || key.rfind("eval.tasks.", 0) == 0;
+}
 
 std::string config_hash(const RunConfig& cfg) {
   auto j = to_json(cfg);
   j.erase("out_dir");  // where a run lives is not what it computes
   j.erase("track");    // nor what it observes on the way (is_observation_key)
+  j["eval"].erase("tasks");  // scoring tasks changes no weight either
   // Model options added after runs existed count only when set, so those runs keep their hash.
   const auto defaults = to_json(RunConfig{})["model"];
   for (const char* key : {"rotary_fraction", "rotary_base", "parallel_residual", "untied_head", "gelu"})

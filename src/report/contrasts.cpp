@@ -28,11 +28,32 @@ const RunRecord* finished_run(const std::vector<const RunRecord*>& runs, const s
   return nullptr;
 }
 
-std::string data_of(const RunRecord& r) {
-  return fmt::format("{} (val_fingerprint {}, {} val tokens)", r.arm, r.val_fingerprint(), r.val_tokens());
+}  // namespace
+
+PairedQuantity final_loss_quantity() {
+  return {"final validation loss", "validation data",
+          [](const RunRecord& r) -> std::optional<double> { return r.final_val_loss(); },
+          [](const RunRecord& r) {
+            return fmt::format("val_fingerprint {}, {} val tokens", r.val_fingerprint(), r.val_tokens());
+          }};
 }
 
-}  // namespace
+PairedQuantity task_error_quantity(const std::string& task, bool norm) {
+  const auto find = [task](const RunRecord& r) -> const TaskAccuracy* {
+    const auto it = r.final_tasks().find(task);
+    return it == r.final_tasks().end() ? nullptr : &it->second;
+  };
+  return {"task " + task + (norm ? " acc_norm" : " acc"), "task items",
+          [find, norm](const RunRecord& r) -> std::optional<double> {
+            const auto* a = find(r);
+            if (!a) return std::nullopt;
+            return 1.0 - (norm ? a->acc_norm : a->acc);
+          },
+          [find, task](const RunRecord& r) {
+            const auto* a = find(r);
+            return a ? fmt::format("task {} fingerprint {:016x}, {} items", task, a->fingerprint, a->n) : std::string();
+          }};
+}
 
 const std::vector<Contrast>& spec_contrasts() {
   static const std::vector<Contrast> contrasts = {
@@ -51,7 +72,8 @@ const std::vector<Contrast>& spec_contrasts() {
   return contrasts;
 }
 
-DifferenceResult pair_contrast(const Contrast& contrast, const std::vector<const RunRecord*>& runs) {
+DifferenceResult pair_contrast(const Contrast& contrast, const std::vector<const RunRecord*>& runs,
+                               const PairedQuantity& quantity) {
   DifferenceResult result{contrast, {}, {}, {}, std::nullopt, {}, std::nullopt, std::nullopt};
   std::set<uint64_t> seeds;
   for (const auto* r : runs) seeds.insert(r->seed);
@@ -68,16 +90,25 @@ DifferenceResult pair_contrast(const Contrast& contrast, const std::vector<const
       result.skipped.push_back({seed, "no finished run of " + missing});
       continue;
     }
-    std::string mismatch;
+    std::string lacking;
     for (const auto* r : members)
-      if (r->val_fingerprint() != members[0]->val_fingerprint() || r->val_tokens() != members[0]->val_tokens())
-        mismatch = "different validation data: " + data_of(*members[0]) + " vs " + data_of(*r);
+      if (!quantity.value(*r)) lacking += (lacking.empty() ? "" : ", ") + r->arm;
+    if (!lacking.empty()) {
+      result.skipped.push_back({seed, "no " + quantity.name + " in final.json of " + lacking});
+      continue;
+    }
+    std::string mismatch;
+    const auto data0 = quantity.data(*members[0]);
+    for (const auto* r : members)
+      if (quantity.data(*r) != data0)
+        mismatch = fmt::format("different {}: {} ({}) vs {} ({})", quantity.data_name, members[0]->arm, data0, r->arm,
+                               quantity.data(*r));
     if (!mismatch.empty()) {
       result.skipped.push_back({seed, mismatch});
       continue;
     }
     double value = 0.0;
-    for (size_t k = 0; k < members.size(); ++k) value += contrast.terms[k].second * members[k]->final_val_loss();
+    for (size_t k = 0; k < members.size(); ++k) value += contrast.terms[k].second * *quantity.value(*members[k]);
     result.pairs.push_back({seed, value});
     values.push_back(value);
   }

@@ -136,6 +136,51 @@ std::string noise_floor_csv(const SweepReport& r) {
   return t.str();
 }
 
+// The arms' task accuracies (docs/downstream.md): one line per (group, task, metric, arm).
+std::string task_accuracy_csv(const SweepReport& r) {
+  Table t({"tier", "variant", "task", "metric", "arm", "n", "mean", "sd", "seeds"});
+  for (const auto& g : r.groups)
+    for (const auto& task : g.tasks)
+      for (const auto& a : task.arms)
+        t.row({g.tier, g.variant, task.task, task.metric, a.arm, std::to_string(a.stats.n), a.stats.n ? number(a.stats.mean) : "",
+               a.stats.sd ? number(*a.stats.sd) : "", report_format::seed_list(a.seeds)});
+  return t.str();
+}
+
+// differences.csv's columns for the error rate 1 - metric of each task.
+std::string task_differences_csv(const SweepReport& r) {
+  std::vector<std::string> header = {"tier", "variant", "task", "metric", "id", "quantity", "n", "mean", "sd", "same_sign"};
+  header.insert(header.end(), kTestColumns.begin(), kTestColumns.end());
+  Table t(header);
+  for (const auto& g : r.groups)
+    for (const auto& task : g.tasks)
+      for (const auto& d : task.differences) {
+        if (!report_format::in_sweep(g, d)) continue;
+        std::vector<std::string> row = {g.tier, g.variant, task.task, task.metric, d.contrast.id, d.contrast.quantity};
+        add_difference_cells(row, d);
+        t.row(row);
+      }
+  return t.str();
+}
+
+std::string task_pairs_csv(const SweepReport& r) {
+  Table t({"tier", "variant", "task", "metric", "id", "seed", "value", "not_paired_because"});
+  for (const auto& g : r.groups)
+    for (const auto& task : g.tasks)
+      for (const auto& d : task.differences) {
+        if (!report_format::in_sweep(g, d)) continue;
+        const std::vector<std::string> key = {g.tier, g.variant, task.task, task.metric, d.contrast.id};
+        auto row = [&](std::vector<std::string> tail) {
+          auto cells = key;
+          cells.insert(cells.end(), tail.begin(), tail.end());
+          t.row(cells);
+        };
+        for (const auto& p : d.pairs) row({std::to_string(p.seed), number(p.value), ""});
+        for (const auto& s : d.skipped) row({std::to_string(s.seed), "", s.reason});
+      }
+  return t.str();
+}
+
 }  // namespace
 
 std::map<std::string, std::string> report_csv(const SweepReport& r) {
@@ -145,6 +190,13 @@ std::map<std::string, std::string> report_csv(const SweepReport& r) {
                                               {"pairs.csv", pairs_csv(r)},
                                               {"paper_table.csv", paper_table_csv(r)}};
   if (has_noise_floor(r)) files["noise_floor.csv"] = noise_floor_csv(r);
+  bool tasks = false;
+  for (const auto& g : r.groups) tasks = tasks || !g.tasks.empty();
+  if (tasks) {  // a sweep without eval.tasks writes the files it always did
+    files["task_accuracy.csv"] = task_accuracy_csv(r);
+    files["task_differences.csv"] = task_differences_csv(r);
+    files["task_pairs.csv"] = task_pairs_csv(r);
+  }
   return files;
 }
 

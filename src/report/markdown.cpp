@@ -55,9 +55,9 @@ std::string reasons(const DifferenceResult& d) {
 
 // "Not in this sweep: standalone gain norm_gate, ... (no run of norm_gate, ...).": the differences
 // whose arms the group never ran, once, instead of a row each.
-void not_in_sweep_line(std::ostream& out, const GroupReport& g) {
+void not_in_sweep_line(std::ostream& out, const GroupReport& g, const std::vector<DifferenceResult>& differences) {
   std::vector<std::string> quantities, arms;
-  for (const auto& d : g.differences) {
+  for (const auto& d : differences) {
     const auto missing = rf::arms_not_in(g, d.contrast);
     if (missing.empty()) continue;
     quantities.push_back(d.contrast.quantity);
@@ -97,21 +97,33 @@ void noise_floor_section(std::ostream& out, const NoiseFloor& f) {
   if (!f.skipped.empty()) out << "\n";
 }
 
-void difference_table(std::ostream& out, const SweepReport& r, const GroupReport& g) {
-  const bool floor = g.noise_floor.has_value();
-  out << "### Paired differences (nats; positive: the arm subtracted is better)\n\n"
+// "L(baseline) - L(sink_logit)" as "E(baseline) - E(sink_logit)"; gains and overlaps keep their form.
+std::string error_definition(const Contrast& c) {
+  std::string text = c.definition;
+  for (size_t at = text.find("L("); at != std::string::npos; at = text.find("L(", at + 2)) text[at] = 'E';
+  return text;
+}
+
+// `title`'s table of `differences` (the group's, or one task metric's: then `paper` is off and each
+// definition reads E(...) for the error rate).
+void difference_table(std::ostream& out, const SweepReport& r, const GroupReport& g, const std::string& title,
+                      const std::vector<DifferenceResult>& differences, bool task = false) {
+  const bool paper = r.compare_paper && !task;
+  const bool floor = g.noise_floor.has_value() && !task;  // the floor is the final loss's, not a task's
+  out << "### " << title << "\n\n"
       << "| quantity | definition | mean | sd | 95% CI | p (t) | p Holm | p sign-flip | p Wilcoxon | same sign | n "
          "| seeds for CI to exclude 0 | seeds for 80% power |"
-      << (floor ? " mean / floor |" : "") << (r.compare_paper ? " paper |" : "")
+      << (floor ? " mean / floor |" : "") << (paper ? " paper |" : "")
       << "\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" << (floor ? "---:|" : "")
-      << (r.compare_paper ? "---:|" : "") << "\n";
+      << (paper ? "---:|" : "") << "\n";
   std::vector<std::string> notes;
-  for (const auto& d : g.differences) {
+  for (const auto& d : differences) {
     if (!rf::in_sweep(g, d)) continue;
     const auto& s = d.stats;
     const auto test = rf::test_cells(d);
     auto measured = [&](const std::string& c) { return s.n ? c : "-"; };  // no pairs: nothing measured
-    std::vector<std::string> cells = {d.contrast.definition, s.n ? rf::diff(s.mean) : "no pairs: " + reasons(d)};
+    std::vector<std::string> cells = {task ? error_definition(d.contrast) : d.contrast.definition,
+                                      s.n ? rf::diff(s.mean) : "no pairs: " + reasons(d)};
     for (const auto& c : {rf::sd(s), test.interval, test.p, test.p_holm, test.p_sign_flip, test.p_wilcoxon,
                           rf::same_sign(s)})
       cells.push_back(measured(c));
@@ -119,7 +131,7 @@ void difference_table(std::ostream& out, const SweepReport& r, const GroupReport
     cells.push_back(measured(test.seeds));
     cells.push_back(measured(test.seeds_for_power));
     if (floor) cells.push_back(d.over_floor ? fmt::format("{:+.1f}", *d.over_floor) : "n/a");
-    if (r.compare_paper) cells.push_back(d.paper ? rf::paper(*d.paper) : "");
+    if (paper) cells.push_back(d.paper ? rf::paper(*d.paper) : "");
     table_row(out, d.contrast.quantity, cells);
     if (s.n > 0)
       for (const auto& skip : d.skipped)
@@ -128,8 +140,24 @@ void difference_table(std::ostream& out, const SweepReport& r, const GroupReport
   out << "\n";
   for (const auto& note : notes) out << "- " << note << "\n";
   if (!notes.empty()) out << "\n";
-  not_in_sweep_line(out, g);
+  not_in_sweep_line(out, g, differences);
   if (floor) noise_floor_section(out, *g.noise_floor);
+}
+
+// A task metric (docs/downstream.md): the arms' accuracy, then the contrasts over the error rate.
+void task_tables(std::ostream& out, const SweepReport& r, const GroupReport& g) {
+  for (const auto& t : g.tasks) {
+    out << "### Task " << t.task << ": " << t.metric << " at the last step\n\n| arm | mean | sd | n | seeds |\n"
+        << "|---|---:|---:|---:|---|\n";
+    for (const auto& a : t.arms)
+      out << "| " << a.arm << " | " << (a.stats.n ? rf::loss(a.stats.mean) : "not scored") << " | "
+          << (a.stats.n ? rf::sd(a.stats) : "-") << " | " << a.stats.n << " | " << rf::seed_list(a.seeds) << " |\n";
+    out << "\n";
+    difference_table(out, r, g,
+                     "Task " + t.task + ": paired differences of the error rate E = 1 - " + t.metric +
+                         " (positive: the arm subtracted is better)",
+                     t.differences, true);
+  }
 }
 
 const DifferenceResult* find_difference(const GroupReport& g, const std::string& id) {
@@ -226,7 +254,8 @@ std::string report_markdown(const SweepReport& r) {
   for (const auto& g : r.groups) {
     out << "## " << rf::group_title(g) << "\n\n";
     arm_table(out, r, g);
-    difference_table(out, r, g);
+    difference_table(out, r, g, "Paired differences (nats; positive: the arm subtracted is better)", g.differences);
+    task_tables(out, r, g);
     if (std::find(variants.begin(), variants.end(), g.variant) == variants.end()) variants.push_back(g.variant);
   }
   for (const auto& v : variants) paper_layout_table(out, r, v);

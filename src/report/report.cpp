@@ -21,19 +21,51 @@ std::vector<std::string> ordered_arms(const std::set<std::string>& present) {
   return out;
 }
 
+// `value` of each finished run of `arm` that has one, by seed.
+ArmResult arm_values(const std::string& arm, const std::vector<const RunRecord*>& runs,
+                     const std::function<std::optional<double>(const RunRecord&)>& value) {
+  ArmResult result{arm, {}, {}, std::nullopt};
+  std::vector<double> values;
+  for (const auto* r : runs)
+    if (r->arm == arm && r->finished())
+      if (const auto v = value(*r)) {
+        result.seeds.push_back({r->seed, *v});
+        values.push_back(*v);
+      }
+  std::sort(result.seeds.begin(), result.seeds.end(), [](auto& a, auto& b) { return a.seed < b.seed; });
+  result.stats = summarize(values);
+  return result;
+}
+
 ArmResult arm_result(const std::string& arm, const std::vector<const RunRecord*>& runs, const std::string& tier,
                      bool compare_paper) {
-  ArmResult result{arm, {}, {}, std::nullopt};
-  std::vector<double> losses;
-  for (const auto* r : runs)
-    if (r->arm == arm && r->finished()) {
-      result.seeds.push_back({r->seed, r->final_val_loss()});
-      losses.push_back(r->final_val_loss());
-    }
-  std::sort(result.seeds.begin(), result.seeds.end(), [](auto& a, auto& b) { return a.seed < b.seed; });
-  result.stats = summarize(losses);
+  ArmResult result = arm_values(arm, runs, final_loss_quantity().value);
   if (compare_paper) result.paper = paper_val_loss(arm, tier);
   return result;
+}
+
+// The tasks the group's finished runs scored (docs/downstream.md), each as acc and acc_norm.
+std::vector<TaskReport> task_reports(const std::vector<const RunRecord*>& runs, const std::vector<std::string>& arms) {
+  std::set<std::string> names;
+  for (const auto* r : runs)
+    if (r->finished())
+      for (const auto& [name, accuracy] : r->final_tasks()) names.insert(name);
+  std::vector<TaskReport> out;
+  for (const auto& name : names)
+    for (const bool norm : {false, true}) {
+      TaskReport t{name, norm ? "acc_norm" : "acc", {}, {}};
+      const auto error = task_error_quantity(name, norm);
+      for (const auto& arm : arms)
+        t.arms.push_back(arm_values(arm, runs, [&](const RunRecord& r) -> std::optional<double> {
+          const auto it = r.final_tasks().find(name);  // the accuracy itself
+          if (it == r.final_tasks().end()) return std::nullopt;
+          return norm ? it->second.acc_norm : it->second.acc;
+        }));
+      for (const auto& contrast : spec_contrasts()) t.differences.push_back(pair_contrast(contrast, runs, error));
+      adjust_family(t.differences);
+      out.push_back(std::move(t));
+    }
+  return out;
 }
 
 std::optional<std::string> best_arm(const std::vector<ArmResult>& arms) {
@@ -68,7 +100,8 @@ GroupReport group_report(const SweepReport& report, const std::string& tier, con
     runs.push_back(&r);
     arms.insert(r.arm);
   }
-  for (const auto& arm : ordered_arms(arms)) group.arms.push_back(arm_result(arm, runs, tier, report.compare_paper));
+  const auto arm_order = ordered_arms(arms);
+  for (const auto& arm : arm_order) group.arms.push_back(arm_result(arm, runs, tier, report.compare_paper));
   for (const auto& contrast : spec_contrasts()) {
     group.differences.push_back(pair_contrast(contrast, runs));
     if (report.compare_paper) group.differences.back().paper = paper_difference(contrast.id, tier);
@@ -76,6 +109,7 @@ GroupReport group_report(const SweepReport& report, const std::string& tier, con
   adjust_family(group.differences);
   group.best_arm = best_arm(group.arms);
   add_noise_floor(report, group, runs);
+  group.tasks = task_reports(runs, arm_order);
   return group;
 }
 

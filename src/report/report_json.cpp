@@ -109,6 +109,26 @@ nlohmann::json noise_floor_json(const NoiseFloor& f) {
           {"skipped", f.skipped}};
 }
 
+// A group's task metrics (docs/downstream.md): the arms' accuracy and the differences of the error
+// rate 1 - accuracy, with the ids of their Holm family.
+nlohmann::json tasks_json(const GroupReport& g) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& t : g.tasks) {
+    nlohmann::json arms = nlohmann::json::array(), diffs = nlohmann::json::array(), holm = nlohmann::json::array();
+    for (const auto& a : t.arms) arms.push_back({{"arm", a.arm}, {"stats", stats_json(a.stats)}, {"seeds", seed_values(a.seeds)}});
+    for (const auto& d : t.differences) {
+      if (!report_format::in_sweep(g, d)) continue;  // listed once, under the group's not_in_sweep
+      auto j = difference_json(d);
+      j.erase("paper");
+      diffs.push_back(std::move(j));
+      if (d.p_holm) holm.push_back(d.contrast.id);
+    }
+    out.push_back({{"task", t.task}, {"metric", t.metric}, {"quantity", "error rate 1 - " + t.metric},
+                   {"arms", arms}, {"differences", diffs}, {"holm_family", holm}});
+  }
+  return out;
+}
+
 nlohmann::json group_json(const GroupReport& g) {
   nlohmann::json arms = nlohmann::json::array(), diffs = nlohmann::json::array(), runs = nlohmann::json::array();
   nlohmann::json absent = nlohmann::json::array();  // differences whose arms the group never ran
@@ -136,6 +156,7 @@ nlohmann::json group_json(const GroupReport& g) {
                       {"not_in_sweep", absent},
                       {"runs", runs}};  // indices into the top-level "runs"
   if (g.noise_floor) j["noise_floor"] = noise_floor_json(*g.noise_floor);  // only where the sweep has null pairs
+  if (!g.tasks.empty()) j["tasks"] = tasks_json(g);  // runs without tasks: the report of before
   return j;
 }
 

@@ -82,6 +82,7 @@ std::vector<RunRecord> from_scan(const fs::path& sweep_dir) {
 double RunRecord::final_val_loss() const { return state.final_record.value().final_val_loss; }
 int64_t RunRecord::val_tokens() const { return state.final_record.value().val_tokens; }
 uint64_t RunRecord::val_fingerprint() const { return state.final_record.value().val_fingerprint; }
+const TaskAccuracies& RunRecord::final_tasks() const { return state.final_record.value().tasks; }
 
 std::vector<RunRecord> collect_runs(const fs::path& sweep_dir) {
   if (!fs::is_directory(sweep_dir)) throw std::runtime_error(sweep_dir.string() + ": no such sweep directory");

@@ -75,6 +75,7 @@ nlohmann::json to_json(const FinalRecord& r) {
   };
   if (r.parent) j["parent"] = to_json(*r.parent);
   if (r.attention_self_check) j["attention_self_check"] = to_json(*r.attention_self_check);
+  if (!r.tasks.empty()) j["tasks"] = to_json(r.tasks);
   return j;
 }
 
@@ -112,6 +113,13 @@ FinalRecord final_record_from_json(const nlohmann::json& j, const std::filesyste
   if (in.has("attention_self_check")) {
     try {
       r.attention_self_check = self_check_result_from_json(j.at("attention_self_check"), "attention_self_check");
+    } catch (const std::invalid_argument& e) {
+      throw FileError(origin, e.what());
+    }
+  }
+  if (in.has("tasks")) {
+    try {
+      r.tasks = task_accuracies_from_json(j.at("tasks"), "tasks");
     } catch (const std::invalid_argument& e) {
       throw FileError(origin, e.what());
     }

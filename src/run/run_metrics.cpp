@@ -67,6 +67,8 @@ void take_step_record(const nlohmann::json& j, MetricsHistory& h) {
   const auto step = json_field<int64_t>(j, "step", "");
   const auto tokens = present_field<int64_t>(j, "tokens").value_or(0);
   const auto val_loss = present_field<double>(j, "val_loss"), train_loss = present_field<double>(j, "train_loss");
+  // "tasks" first: a malformed one skips the whole line, not half of it
+  if (j.contains("tasks")) h.tasks.push_back({step, tokens, task_accuracies_from_json(j.at("tasks"), "tasks")});
   if (val_loss) h.validation.push_back({step, tokens, *val_loss});
   if (train_loss) h.training.push_back({step, tokens, *train_loss});
 }
@@ -140,6 +142,7 @@ nlohmann::json to_json(const StepRecord& r) {
                       {"val_loss", optional_number(r.val_loss)},          {"lr", r.lr},
                       {"grad_norm", r.grad_norm}, {"tokens_per_s", r.tokens_per_s}, {"elapsed_s", r.elapsed_s}};
   if (r.mfu) j["mfu"] = *r.mfu;
+  if (!r.tasks.empty()) j["tasks"] = to_json(r.tasks);
   return j;
 }
 

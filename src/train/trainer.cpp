@@ -150,6 +150,7 @@ FinalRecord final_record(const RunConfig& cfg, const Trainee& t, const Run& r, c
               c.checkpointer.seconds(), c.logger.seconds(), c.tracker.seconds()};
   f.parent = r.state.trainer.parent;
   f.attention_self_check = t.self_check;
+  f.tasks = c.evaluator.last_tasks();  // of the last step's evaluation (or finish()'s own)
   return f;
 }
 
@@ -189,7 +190,10 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
   for (int64_t step = first_step; step < total; ++step) {
     StepRecord record = advance(cfg, t, r, training::train_step(t, cfg, step, options, r.dir));
     const bool last = r.state.step == total;
-    if (evaluator.should_evaluate(r.state.step, last)) record.val_loss = evaluate(evaluator, t, r);
+    if (evaluator.should_evaluate(r.state.step, last)) {
+      record.val_loss = evaluate(evaluator, t, r);
+      record.tasks = evaluator.last_tasks();
+    }
     logger.log(record);
     if (tracker.should_track(r.state.step, last)) logger.log(tracker.track(*t.model, r.state.step));
     logger.step_done(record, total, last);

@@ -28,6 +28,8 @@
 #include "attnlab/init.h"
 #include "attnlab/run_config.h"
 #include "attnlab/run_dir.h"
+#include "attnlab/task_file.h"
+#include "attnlab/task_scoring.h"
 #include "attnlab/trained_run.h"
 #include "unit/shard_files.h"
 
@@ -434,12 +436,18 @@ fs::path cached_gpt2_vocabulary() {
   return fs::path(std::getenv("HOME") ? std::getenv("HOME") : "") / ".cache/attnlab/gpt2/gpt2.tiktoken";
 }
 
-TEST_F(HfInterop, LmEvalEvaluatesAnExportedArmOfflineWithGpt2Tokenizer) {
-  const fs::path vocab = cached_gpt2_vocabulary();
-  if (!fs::exists(vocab)) GTEST_SKIP() << "no cached GPT-2 vocabulary at " << vocab << " (scripts/setup.sh fetches it)";
+// The model the lm-eval tests export: combo, 2 layers of width 32, GPT-2's vocabulary.
+ModelConfig lm_eval_model() {
   ModelConfig cfg;
   cfg.arm = "combo";
   cfg.n_layer = 2, cfg.n_head = 2, cfg.d_model = 32, cfg.block_size = 64, cfg.vocab_size = 50257;
+  return cfg;
+}
+
+TEST_F(HfInterop, LmEvalEvaluatesAnExportedArmOfflineWithGpt2Tokenizer) {
+  const fs::path vocab = cached_gpt2_vocabulary();
+  if (!fs::exists(vocab)) GTEST_SKIP() << "no cached GPT-2 vocabulary at " << vocab << " (scripts/setup.sh fetches it)";
+  const ModelConfig cfg = lm_eval_model();
   const fs::path run = dir() / "lm_eval_run";
   // data.val in a directory without tokenizer.json: llm.c's shards, GPT-2 BPE assumed.
   save_run(run, perturbed_model(cfg, 5), (dir() / "no_shards_here/val_*.bin").string(), 5);
@@ -450,6 +458,31 @@ TEST_F(HfInterop, LmEvalEvaluatesAnExportedArmOfflineWithGpt2Tokenizer) {
   python({"tokenizer", out.string(), vocab.string()});
   const json r = json::parse(python({"lm-eval", out.string(), (dir() / "lm_eval_work").string()}));
   EXPECT_EQ(r.value("docs", 0), 4) << r.dump();
+}
+
+// The trainer's downstream scorer (docs/downstream.md) against lm-evaluation-harness on the same model
+// and items: lm_eval on the export, attnlab's scorer on the run, the items converted to ids by
+// tools/task_convert.py; every choice's log-likelihood, acc and acc_norm agree.
+TEST_F(HfInterop, TaskScorerAgreesWithLmEvalOnTheExportedModel) {
+  const fs::path vocab = cached_gpt2_vocabulary();
+  if (!fs::exists(vocab)) GTEST_SKIP() << "no cached GPT-2 vocabulary at " << vocab << " (scripts/setup.sh fetches it)";
+  const ModelConfig cfg = lm_eval_model();
+  const fs::path run = dir() / "task_scores_run", out = dir() / "task_scores_export";
+  save_run(run, perturbed_model(cfg, 5), (dir() / "no_shards_here/val_*.bin").string(), 5);
+  cli({"export-hf", "--checkpoint", run.string(), "--out", out.string()});
+  const json r = json::parse(python({"task-scores", out.string(), (dir() / "task_scores_work").string(), vocab.string()}));
+  ASSERT_TRUE(r.contains("task_file")) << r.dump();
+  const auto task = read_task_file(r["task_file"].get<std::string>(), cfg.vocab_size, cfg.block_size);
+  auto model = open_model(run);  // non-const: the scorer runs its forward
+  ASSERT_EQ(task.items.size(), r["loglikelihoods"].size());
+  for (size_t i = 0; i < task.items.size(); ++i) {
+    const auto ll = choice_loglikelihoods(*model.model, task.items[i], torch::kCPU, false);
+    ASSERT_EQ(ll.size(), r["loglikelihoods"][i].size());
+    for (size_t c = 0; c < ll.size(); ++c) EXPECT_NEAR(ll[c], r["loglikelihoods"][i][c].get<double>(), 1e-4) << i << "," << c;
+  }
+  const auto counts = score_task(*model.model, task, torch::kCPU, false, 0, 1);
+  EXPECT_EQ(double(counts.correct) / counts.n, r["acc"].get<double>());
+  EXPECT_EQ(double(counts.correct_norm) / counts.n, r["acc_norm"].get<double>());
 }
 
 // One rule for the run's tokenizer (docs/data.md): shards without tokenizer.json and a model of GPT-2's

@@ -2,6 +2,8 @@
 // checkpoints, non-finite losses and gradients, budget changes, falling validation loss.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <fstream>
 #include <numeric>
 #include <random>
@@ -17,6 +19,8 @@
 #include "attnlab/lr_schedule.h"
 #include "attnlab/report.h"
 #include "attnlab/shards.h"
+#include "attnlab/task_file.h"
+#include "attnlab/task_scoring.h"
 #include "attnlab/trainer.h"
 #include "attnlab/run_dir.h"
 #include "attnlab/trained_run.h"
@@ -147,6 +151,57 @@ TEST_F(TrainTest, InitSeedDrivesTheInitialisationAndDataSeedTheBatchOrder) {
   EXPECT_EQ(a, b) << "init 5 and data 1, spelt two ways";
   EXPECT_NE(a[0], init1[0]) << "the init seed changes the first loss";
   EXPECT_NE(b[0], data5[0]) << "the data seed changes the first batch";
+}
+
+// eval.tasks (docs/downstream.md): accuracies on exactly the evaluated steps (4, 8, 12) and in
+// final.json, equal to scoring the finished model afresh; the training itself is bit-identical to a
+// run without tasks; the list may change on resume (an observation key); a bad file stops the run
+// before its directory is claimed.
+TEST_F(TrainTest, TaskAccuraciesAreLoggedAtEvaluationsAndChangeNothingTrained) {
+  std::ofstream tasks(dir_ / "pattern.jsonl");
+  std::mt19937 rng(9);
+  for (int i = 0; i < 10; ++i) {  // the shards' phrases step by 3: the right continuation is s + 9
+    const int64_t s = rng() % 40;
+    const auto one = [](int64_t id) { return nlohmann::json::array({id}); };
+    const nlohmann::json choices = nlohmann::json::array({one(s + 9), one((s + 20) % 64), {(s + 1) % 64, (s + 5) % 64}});
+    tasks << nlohmann::json({{"context", {s, s + 3, s + 6}}, {"choices", choices}, {"choice_chars", {2, 2, 5}},
+                             {"gold", i % 3 == 2 ? 1 : 0}}).dump() << "\n";
+  }
+  tasks.close();
+  const std::string with = "eval.tasks=[" + (dir_ / "pattern.jsonl").string() + "]";
+  ASSERT_EQ(train(config("plain")).status, TrainStatus::finished);
+  ASSERT_EQ(train(config("tasked", {with})).status, TrainStatus::finished);
+  const auto plain = metrics(dir_ / "plain"), tasked = metrics(dir_ / "tasked");
+  ASSERT_EQ(tasked.size(), 12u);
+  for (size_t i = 0; i < tasked.size(); ++i) {
+    const int64_t step = tasked[i]["step"];
+    EXPECT_EQ(tasked[i]["train_loss"], plain[i]["train_loss"]) << step;
+    EXPECT_EQ(tasked[i]["val_loss"], plain[i]["val_loss"]) << step;
+    EXPECT_FALSE(plain[i].contains("tasks"));
+    ASSERT_EQ(tasked[i].contains("tasks"), step % 4 == 0) << step;
+    if (step % 4 == 0) EXPECT_EQ(tasked[i]["tasks"]["pattern"]["n"], 10) << step;
+  }
+  const auto final_json = nlohmann::json::parse(std::ifstream(dir_ / "tasked/final.json"));
+  EXPECT_EQ(final_json["tasks"], tasked.back()["tasks"]);
+  EXPECT_FALSE(nlohmann::json::parse(std::ifstream(dir_ / "plain/final.json")).contains("tasks"));
+  auto model = open_model(dir_ / "tasked");  // non-const: the scorer runs its forward
+  const auto task = read_task_file(dir_ / "pattern.jsonl", 64, 32);
+  const auto counts = score_task(*model.model, task, torch::kCPU, false, 0, 1);
+  EXPECT_EQ(final_json["tasks"]["pattern"]["acc"].get<double>(), counts.correct / 10.0);
+  EXPECT_EQ(final_json["tasks"]["pattern"]["acc_norm"].get<double>(), counts.correct_norm / 10.0);
+  EXPECT_EQ(final_json["tasks"]["pattern"]["fingerprint"], fmt::format("{:016x}", task.fingerprint));
+  // Tasks added on resume: scored from then on.
+  TrainOptions stop;
+  stop.stop_after_steps = 5;
+  ASSERT_EQ(train(config("later"), stop).status, TrainStatus::interrupted);
+  ASSERT_EQ(train(config("later", {with})).status, TrainStatus::finished);
+  for (const auto& line : metrics(dir_ / "later"))
+    EXPECT_EQ(line.contains("tasks"), line["step"] == 8 || line["step"] == 12) << line.dump();
+  // A bad task file: refused naming it, no directory claimed.
+  std::ofstream(dir_ / "bad.jsonl") << R"({"context": [1], "choices": [[2], [3]], "choice_chars": [1, 1], "gold": 5})" "\n";
+  const auto error = error_of<DataError>([&] { train(config("bad", {"eval.tasks=[" + (dir_ / "bad.jsonl").string() + "]"})); });
+  EXPECT_NE(error.find("bad.jsonl line 1: \"gold\" is 5"), std::string::npos) << error;
+  EXPECT_FALSE(fs::exists(dir_ / "bad"));
 }
 
 TEST_F(TrainTest, ValidationLossFalls) {

@@ -33,6 +33,9 @@ with these. Subcommands:
                     docs/interop.md's lm_eval command, offline, on a task made of DATA's documents; checks
                     that its token ids are the corpus's and its log-likelihoods transformers', and writes
                     WORK/requests.json (each request's tokens and lm_eval's value) for attnlab to compare
+  task-scores DIR WORK TIKTOKEN
+                    the same lm_eval run's per-choice log-likelihoods, acc and acc_norm, and its items
+                    converted by tools/task_convert.py (GPT-2 BPE) into an eval.tasks file
 """
 import json
 import os
@@ -359,6 +362,9 @@ metric_list:
   - metric: acc
     aggregation: mean
     higher_is_better: true
+  - metric: acc_norm
+    aggregation: mean
+    higher_is_better: true
 """
 
 
@@ -377,8 +383,8 @@ def direct_loglikelihood(model, tok, context, continuation):
     return float(sum(logprobs[len(ctx) - 1 + i, t] for i, t in enumerate(cont)))
 
 
-def cmd_lm_eval(path, work):
-    from transformers import AutoTokenizer
+def run_lm_eval(path, work):
+    """lm_eval's command on ITEMS as a local task: its samples (by doc_id) and aggregate results."""
     os.makedirs(work, exist_ok=True)
     data = os.path.join(work, "items.jsonl")
     with open(data, "w") as f:
@@ -405,13 +411,22 @@ def cmd_lm_eval(path, work):
                 aggregate = json.load(open(os.path.join(root, name)))
     if samples is None or aggregate is None:
         fail(f"lm_eval wrote no samples or results under {results}")
+    return sorted(samples, key=lambda s: s["doc_id"]), aggregate
 
+
+def sample_loglikelihoods(sample):
+    return [float(r[0][0] if isinstance(r[0], list) else r[0]) for r in sample["resps"]]
+
+
+def cmd_lm_eval(path, work):
+    from transformers import AutoTokenizer
+    samples, aggregate = run_lm_eval(path, work)
     model = load_exported(path)
     tok = AutoTokenizer.from_pretrained(path, trust_remote_code=needs_custom_code(path))
     correct, worst = 0, 0.0
-    for sample in sorted(samples, key=lambda s: s["doc_id"]):
+    for sample in samples:
         item = ITEMS[sample["doc_id"]]
-        got = [r[0][0] if isinstance(r[0], list) else r[0] for r in sample["resps"]]
+        got = sample_loglikelihoods(sample)
         want = [direct_loglikelihood(model, tok, item["question"], " " + c) for c in item["choices"]]
         worst = max(worst, max(abs(float(g) - w) for g, w in zip(got, want)))
         correct += int(np.argmax(want) == item["answer"])
@@ -580,6 +595,26 @@ def cmd_lm_eval_corpus(path, work, data):
     print(json.dumps({"requests": len(requests), "max_lm_eval_vs_transformers": worst}))
 
 
+def cmd_task_scores(path, work, tiktoken_file):
+    """lm_eval on ITEMS (per-choice log-likelihoods, acc, acc_norm), and ITEMS converted by
+    tools/task_convert.py with GPT-2 BPE (TIKTOKEN's ranks) into the task file attnlab's trainer scores."""
+    samples, aggregate = run_lm_eval(path, work)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+    import task_convert
+    text = os.path.join(work, "items_text.jsonl")
+    with open(text, "w") as f:
+        for item in ITEMS:
+            f.write(json.dumps({"context": item["question"], "choices": item["choices"], "gold": item["answer"]}) + "\n")
+    tokenizer_json = os.path.join(work, "tokenizer.json")
+    with open(tokenizer_json, "w") as f:
+        json.dump({"tokenizer": "gpt2", "vocab_size": 50257, "eot": 50256, "model": os.path.abspath(tiktoken_file)}, f)
+    task_file = os.path.join(work, "attnlab_local_mc.jsonl")
+    task_convert.main(["text", "--input", text, "--tokenizer-json", tokenizer_json, "--out", task_file])
+    results = aggregate["results"]["attnlab_local_mc"]
+    print(json.dumps({"task_file": task_file, "loglikelihoods": [sample_loglikelihoods(s) for s in samples],
+                      "acc": results["acc,none"], "acc_norm": results["acc_norm,none"]}))
+
+
 def main(argv):
     command, args = argv[0], argv[1:]
     if command == "models":
@@ -602,6 +637,8 @@ def main(argv):
         cmd_corpus_ids(*args)
     elif command == "lm-eval-corpus":
         cmd_lm_eval_corpus(*args)
+    elif command == "task-scores":
+        cmd_task_scores(*args)
     else:
         fail(f"unknown command {command}")
 

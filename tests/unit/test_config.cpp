@@ -133,6 +133,33 @@ TEST_F(ConfigTest, InitAndDataSeedsDefaultToSeedAndKeepOldHashes) {
   EXPECT_EQ(error_of("run.yaml", {"data_seed=x"}), "data_seed: expected an integer, got 'x'");
 }
 
+// eval.tasks (docs/downstream.md) came after runs existed: empty, it is neither written nor hashed,
+// so those runs' config.yaml and hash stay what they were; set, it round-trips, stays outside the
+// hash (it scores, it does not train) and may change on resume like track.*.
+TEST_F(ConfigTest, EvalTasksAreAnObservationListAbsentWhenEmpty) {
+  const auto plain = load_run_config(dir_ / "run.yaml");
+  EXPECT_FALSE(to_json(plain)["eval"].contains("tasks"));
+  EXPECT_EQ(to_yaml(plain).find("tasks"), std::string::npos);
+  const auto tasked = load_run_config(dir_ / "run.yaml", {"eval.tasks=[data/copa.jsonl, /t/piqa.jsonl]"});
+  EXPECT_EQ(tasked.eval.tasks, (std::vector<std::string>{"data/copa.jsonl", "/t/piqa.jsonl"}));
+  EXPECT_EQ(config_hash(plain), config_hash(tasked));
+  const auto reread = write("reread.yaml", to_yaml(tasked));
+  EXPECT_EQ(load_run_config(reread).eval.tasks, tasked.eval.tasks);
+  EXPECT_EQ(to_yaml(load_run_config(reread)), to_yaml(tasked));
+  EXPECT_EQ(differing_keys(plain, tasked), (std::vector<std::string>{"eval.tasks.0", "eval.tasks.1"}));
+  for (const auto& key : differing_keys(plain, tasked)) EXPECT_TRUE(is_observation_key(key)) << key;
+  EXPECT_TRUE(is_observation_key("eval.tasks"));
+  EXPECT_FALSE(is_observation_key("eval.every"));
+  EXPECT_FALSE(is_observation_key("eval.tasksx"));
+  EXPECT_EQ(error_of("run.yaml", {"eval.tasks=a.jsonl"}).rfind("eval.tasks: expected a list of strings", 0), 0u);
+  EXPECT_EQ(error_of("run.yaml", {"eval.tasks=[[a]]"}).rfind("eval.tasks[0]: expected", 0), 0u);
+  EXPECT_EQ(error_of("run.yaml", {"eval.tasks=[a/copa.jsonl, b/copa.jsonl]"}),
+            "eval.tasks: 'a/copa.jsonl' and 'b/copa.jsonl' are both task 'copa' (a task is named by its file stem): "
+            "rename one");
+  EXPECT_EQ(error_of("run.yaml", {"eval.tasks=['']"}), "eval.tasks[0]: empty path (a task file, docs/downstream.md)");
+  EXPECT_NE(error_of("run.yaml", {"eval.tasks=[\"a\\x01.jsonl\"]"}).find("eval.tasks[0]"), std::string::npos);
+}
+
 TEST_F(ConfigTest, ImpossibleValuesNameTheKey) {
   EXPECT_NE(error_of("run.yaml", {"model.arm=sinklogit"}).find("unknown attention arm 'sinklogit'"), std::string::npos);
   EXPECT_EQ(error_of("run.yaml", {"model.d_model=33"}), "model.d_model = 33 is not divisible by model.n_head = 2");

@@ -430,6 +430,83 @@ TEST_F(ReportTest, WithoutNullTwinsTheRenderingsHaveNoFloorColumns) {
   EXPECT_EQ(report_csv(report).at("differences.csv").find("over_floor"), std::string::npos);
 }
 
+// Task accuracies (docs/downstream.md) in final.json, by hand (tier t1, task copa):
+//   acc          s1    s2    s3        acc_norm   s1    s2    s3
+//   baseline     0.50  0.60  0.55                 0.40  0.45  0.50
+//   sink_logit   0.60  0.65  0.58                 0.42  0.49  0.51
+//   combo2       0.70  0.50  -    (s1 scored other items: fingerprint 5, not 9; s3 has no tasks)
+//   combo        no tasks
+// The zero option over the error rate, E(baseline) - E(sink_logit) = acc(sink_logit) - acc(baseline):
+// acc 0.10, 0.05, 0.03 -> mean 0.06, sd 0.0360555; acc_norm 0.02, 0.04, 0.01 -> mean 0.07/3, sd 0.0152753.
+TEST_F(ReportTest, TaskAccuraciesArePairedOverTheErrorRateWithTheSameStatistics) {
+  const auto before = build_report(dir(), false);  // no run has tasks: the report of before
+  EXPECT_TRUE(group(before, "t1").tasks.empty());
+  EXPECT_EQ(report_csv(before).size(), 5u);
+  EXPECT_EQ(report_markdown(before).find("Task "), std::string::npos);
+  EXPECT_FALSE(report_json(before)["groups"][0].contains("tasks"));
+  auto add_tasks = [&](const std::string& arm, uint64_t seed, double acc, double acc_norm, uint64_t fingerprint) {
+    const auto path = dir() / name("t1", arm, seed) / "final.json";
+    auto j = nlohmann::json::parse(std::ifstream(path));
+    const TaskAccuracies tasks = {{"copa", {acc, acc_norm, 100, fingerprint}}};
+    j["tasks"] = to_json(tasks);
+    std::ofstream(path) << j.dump(2);
+  };
+  const double base[3][2] = {{0.50, 0.40}, {0.60, 0.45}, {0.55, 0.50}}, sink[3][2] = {{0.60, 0.42}, {0.65, 0.49}, {0.58, 0.51}};
+  for (uint64_t s = 1; s <= 3; ++s) {
+    add_tasks("baseline", s, base[s - 1][0], base[s - 1][1], 9);
+    add_tasks("sink_logit", s, sink[s - 1][0], sink[s - 1][1], 9);
+  }
+  add_tasks("combo2", 1, 0.70, 0.70, 5);
+  add_tasks("combo2", 2, 0.50, 0.50, 9);
+  const auto report = build_report(dir(), false);
+  const auto& g = group(report, "t1");
+  ASSERT_EQ(g.tasks.size(), 2u);
+  EXPECT_EQ(g.tasks[0].task, "copa");
+  EXPECT_EQ(g.tasks[0].metric, "acc");
+  EXPECT_EQ(g.tasks[1].metric, "acc_norm");
+  auto task_diff = [](const TaskReport& t, const std::string& id) -> const DifferenceResult& {
+    for (const auto& d : t.differences)
+      if (d.contrast.id == id) return d;
+    throw std::runtime_error("no difference " + id);
+  };
+  expect_stats(task_diff(g.tasks[0], "zero_option").stats, 3, 0.06, 0.03605551275463991, 3, "copa acc zero_option");
+  expect_stats(task_diff(g.tasks[1], "zero_option").stats, 3, 0.07 / 3, 0.015275252316519456, 3, "copa acc_norm zero_option");
+  EXPECT_TRUE(task_diff(g.tasks[0], "zero_option").tests.sign_flip);  // the loss table's statistics
+  // filtering (projection) E(sink_logit) - E(combo2): s2 only, 0.50 -> 0.65 acc: -0.15.
+  const auto& proj = task_diff(g.tasks[0], "filtering_proj");
+  ASSERT_EQ(proj.pairs.size(), 1u);
+  EXPECT_EQ(proj.pairs[0].seed, 2u);
+  EXPECT_NEAR(proj.pairs[0].value, -0.15, 1e-12);
+  ASSERT_EQ(proj.skipped.size(), 2u);
+  EXPECT_NE(proj.skipped[0].reason.find("different task items: sink_logit (task copa fingerprint 0000000000000009, 100 items) vs "
+                                        "combo2 (task copa fingerprint 0000000000000005, 100 items)"),
+            std::string::npos)
+      << proj.skipped[0].reason;
+  EXPECT_EQ(proj.skipped[1].reason, "no task copa acc in final.json of combo2");
+  EXPECT_EQ(task_diff(g.tasks[0], "filtering_norm").stats.n, 0);  // combo scored nothing
+  // The arms' mean accuracy.
+  EXPECT_NEAR(g.tasks[0].arms[0].stats.mean, (0.50 + 0.60 + 0.55) / 3, 1e-12);
+  EXPECT_EQ(g.tasks[0].arms[0].arm, "baseline");
+  // The loss table is what it was; tier t2 has no tasks.
+  expect_stats(diff(g, "zero_option").stats, 3, 0.04 / 3, 0.0057735026918962576, 3, "zero_option");
+  EXPECT_TRUE(group(report, "t2").tasks.empty());
+  // Renderings: Markdown's task tables, JSON's "tasks" (t1 only), the three task CSVs.
+  const auto md = report_markdown(report);
+  EXPECT_NE(md.find("### Task copa: paired differences of the error rate E = 1 - acc_norm"), std::string::npos);
+  EXPECT_NE(md.find("| zero-option increment | E(baseline) - E(sink_logit) | +0.0600 |"), std::string::npos) << md;
+  const auto j = report_json(report);
+  ASSERT_TRUE(j["groups"][0].contains("tasks"));
+  EXPECT_EQ(j["groups"][0]["tasks"][0]["differences"][0]["id"], "zero_option");
+  EXPECT_NEAR(j["groups"][0]["tasks"][0]["differences"][0]["stats"]["mean"].get<double>(), 0.06, 1e-12);
+  EXPECT_FALSE(j["groups"][1].contains("tasks"));
+  const auto csv = report_csv(report);
+  ASSERT_EQ(csv.size(), 8u);
+  EXPECT_NE(csv.at("task_differences.csv").find("t1,,copa,acc,zero_option,zero-option increment,3,0.0"), std::string::npos)
+      << csv.at("task_differences.csv");
+  EXPECT_NE(csv.at("task_pairs.csv").find("t1,,copa,acc,filtering_proj,2,-0.1"), std::string::npos) << csv.at("task_pairs.csv");
+  EXPECT_NE(csv.at("task_accuracy.csv").find("t1,,copa,acc_norm,sink_logit,3,"), std::string::npos);
+}
+
 TEST_F(ReportTest, WithoutAManifestRunDirectoriesAreFoundAndUnstartedOnesCannotBe) {
   fs::remove(dir() / "manifest.json");
   const auto report = build_report(dir(), false);

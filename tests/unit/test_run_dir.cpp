@@ -66,6 +66,24 @@ TEST(FinalRecord, AMissingOrMistypedKeyIsAnErrorNamingIt) {
   EXPECT_NE(error_of([&] { final_record_from_json(j, "f"); }).find("time_s.track"), std::string::npos);
 }
 
+// A run with eval.tasks records its last accuracies; one without has no "tasks" key (old records read as before).
+TEST(FinalRecord, TaskAccuraciesRoundTripAndAreWrittenOnlyWhereScored) {
+  EXPECT_FALSE(to_json(sample_record()).contains("tasks"));
+  EXPECT_TRUE(final_record_from_json(to_json(sample_record()), "f").tasks.empty());
+  auto r = sample_record();
+  r.tasks = {{"copa", {0.5, 0.25, 8, 99}}};
+  const auto j = to_json(r);
+  EXPECT_EQ(j["tasks"]["copa"]["acc_norm"], 0.25);
+  const auto back = final_record_from_json(j, "final.json");
+  EXPECT_EQ(back.tasks.at("copa").n, 8);
+  EXPECT_EQ(to_json(back), j);
+  auto bad = j;
+  bad["tasks"]["copa"]["acc"] = -0.5;
+  const auto error = error_of([&] { final_record_from_json(bad, "/r/final.json"); });
+  EXPECT_NE(error.find("/r/final.json"), std::string::npos) << error;
+  EXPECT_NE(error.find("tasks.copa.acc"), std::string::npos) << error;
+}
+
 SelfCheckResult sample_self_check() {
   SelfCheckResult c;
   c.backend = "flash", c.arm = "sink_logit", c.dtype = "BFloat16", c.device = "cuda:0", c.head_dim = 64;
@@ -291,6 +309,35 @@ TEST(Metrics, ReadsValidationPointsAndActivationRecordsAndSkipsACutLine) {
   EXPECT_EQ(bad.skipped[1], tmp.file("bad.jsonl") + ":3: \"val_loss\" has the wrong type (\"4.0\", not a number); line skipped");
   ASSERT_EQ(bad.validation.size(), 1u);
   EXPECT_EQ(bad.validation[0].step, 5);
+}
+
+// Evaluated steps of a run with eval.tasks carry "tasks"; the reader takes them, and a log without
+// any (older runs) reads as before.
+TEST(Metrics, TaskAccuraciesAreLoggedOnEvaluatedStepsAndReadBack) {
+  TempDir tmp;
+  {
+    MetricsLog log(tmp.file("metrics.jsonl"), -1);
+    StepRecord step;
+    step.step = 1, step.tokens = 8;
+    log.append(step);
+    step.step = 2, step.tokens = 16, step.val_loss = 4.5, step.tasks = {{"copa", {0.75, 0.5, 4, 7}}};
+    log.append(step);
+  }
+  std::ifstream in(tmp.file("metrics.jsonl"));
+  std::string first, second;
+  std::getline(in, first), std::getline(in, second);
+  EXPECT_EQ(first.find("tasks"), std::string::npos) << first;
+  EXPECT_NE(second.find(R"("tasks":{"copa":{"acc":0.75,"acc_norm":0.5,"fingerprint":"0000000000000007","n":4}})"), std::string::npos) << second;
+  const auto h = read_metrics(tmp.file("metrics.jsonl"));
+  ASSERT_EQ(h.tasks.size(), 1u);
+  EXPECT_EQ(h.tasks[0].step, 2);
+  EXPECT_EQ(h.tasks[0].tokens, 16);
+  EXPECT_EQ(h.tasks[0].tasks.at("copa").acc, 0.75);
+  ASSERT_EQ(h.validation.size(), 1u);
+  std::ofstream(tmp.file("old.jsonl")) << R"({"step":2,"tokens":16,"train_loss":5.0,"val_loss":4.5})" "\n";
+  EXPECT_TRUE(read_metrics(tmp.file("old.jsonl")).tasks.empty());
+  std::ofstream(tmp.file("bad.jsonl")) << R"({"step":2,"tokens":16,"val_loss":4.5,"tasks":{"copa":{"acc":2}}})" "\n";
+  EXPECT_THROW(read_metrics(tmp.file("bad.jsonl")), FileError);
 }
 
 // The typed records are written byte for byte as the trainer wrote its hand-made JSON before they were

@@ -33,7 +33,8 @@ LINES = [
     {"step": 1, "tokens": 4096, "train_loss": 8.25, "val_loss": None, "lr": 1e-4, "grad_norm": 2.5,
      "tokens_per_s": 6000.0, "elapsed_s": 0.75},
     {"step": 2, "tokens": 8192, "train_loss": 7.5, "val_loss": 7.75, "lr": 2e-4, "grad_norm": 1.25,
-     "tokens_per_s": 7000.0, "elapsed_s": 1.5, "mfu": 0.375, "note": "text is not a scalar", "custom": 3},
+     "tokens_per_s": 7000.0, "elapsed_s": 1.5, "mfu": 0.375, "note": "text is not a scalar", "custom": 3,
+     "tasks": {"copa": {"acc": 0.5, "acc_norm": 0.25, "n": 4, "fingerprint": "ffffffffffffffc5"}}},
 ]
 # Every number above, as (tag, step): value, written out by hand.
 EXPECTED = {
@@ -50,6 +51,7 @@ EXPECTED = {
     ("progress/tokens", 2): 8192, ("loss/train", 2): 7.5, ("loss/val", 2): 7.75, ("optim/lr", 2): 2e-4,
     ("optim/grad_norm", 2): 1.25, ("speed/tokens_per_s", 2): 7000.0, ("progress/elapsed_s", 2): 1.5,
     ("speed/mfu", 2): 0.375, ("other/custom", 2): 3,
+    ("tasks/copa/acc", 2): 0.5, ("tasks/copa/acc_norm", 2): 0.25, ("tasks/copa/n", 2): 4,
 }
 
 

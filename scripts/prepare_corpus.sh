@@ -5,7 +5,9 @@
 # validation split, and a 4096-token SentencePiece BPE vocabulary trained on the train part.
 # Idempotent: does nothing while the shards and tokenizer.json are newer than this script and
 # tools/prepare_data.py. Writes into a temporary directory and renames, so a stopped run leaves
-# no half corpus behind.
+# no half corpus behind. Then the corpus's own downstream task, tasks/pydoc_next.jsonl (256
+# continuation items of the validation documents, tools/task_convert.py corpus; docs/downstream.md),
+# made again when it is older than the tokenizer or the converter.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/setup.sh
@@ -23,30 +25,45 @@ up_to_date() {
   done
 }
 
+build_corpus() {
+  # The newest python3.X-doc installed (a release has one; the text, and so the demo's numbers, differ
+  # a little between Python versions).
+  if ! SOURCES=$(attnlab_python_doc_sources); then
+    attnlab_read_os_release || true
+    echo "[corpus] error: no /usr/share/doc/python3.*-doc/html/_sources; install the Debian package" \
+         "$(attnlab_python_doc_package || echo 'python3.X-doc of your release')" >&2
+    exit 1
+  fi
+  package=$(basename "$(dirname "$(dirname "$SOURCES")")")
+  version=$(dpkg-query -W -f='${Version}' "$package" 2>/dev/null || echo unknown)
+  tmp="$OUT.tmp.$$"
+  trap 'rm -rf "$tmp"' EXIT
+  rm -rf "$tmp"
+  mkdir -p "$(dirname "$OUT")"
+  echo "[corpus] tokenizing $SOURCES into $OUT (SentencePiece BPE, vocab $VOCAB; about a minute)"
+  "$ATTNLAB_VENV/bin/python" tools/prepare_data.py text \
+    --inputs "$SOURCES/**/*.rst.txt" --out "$tmp" --name pydoc \
+    --tokenizer sentencepiece --vocab-size "$VOCAB" --val-fraction 0.05 \
+    --source "Debian package $package $version: $SOURCES/**/*.rst.txt (Python Software Foundation License Version 2)"
+  rm -rf "$OUT"
+  mv "$tmp" "$OUT"
+  trap - EXIT
+  echo "[corpus] wrote $OUT"
+}
+
+write_task() {
+  local task="$OUT/tasks/pydoc_next.jsonl"
+  if [ -f "$task" ] && [ "$task" -nt "$OUT/tokenizer.json" ] && [ "$task" -nt tools/task_convert.py ]; then
+    return
+  fi
+  mkdir -p "$OUT/tasks"
+  "$ATTNLAB_VENV/bin/python" tools/task_convert.py corpus --input "$OUT/pydoc_val_000000.bin" \
+    --tokenizer-json "$OUT/tokenizer.json" --limit 256 --out "$task"
+}
+
 if up_to_date; then
   echo "[corpus] $OUT is up to date"
-  exit 0
+else
+  build_corpus
 fi
-# The newest python3.X-doc installed (a release has one; the text, and so the demo's numbers, differ
-# a little between Python versions).
-if ! SOURCES=$(attnlab_python_doc_sources); then
-  attnlab_read_os_release || true
-  echo "[corpus] error: no /usr/share/doc/python3.*-doc/html/_sources; install the Debian package" \
-       "$(attnlab_python_doc_package || echo 'python3.X-doc of your release')" >&2
-  exit 1
-fi
-package=$(basename "$(dirname "$(dirname "$SOURCES")")")
-version=$(dpkg-query -W -f='${Version}' "$package" 2>/dev/null || echo unknown)
-tmp="$OUT.tmp.$$"
-trap 'rm -rf "$tmp"' EXIT
-rm -rf "$tmp"
-mkdir -p "$(dirname "$OUT")"
-echo "[corpus] tokenizing $SOURCES into $OUT (SentencePiece BPE, vocab $VOCAB; about a minute)"
-"$ATTNLAB_VENV/bin/python" tools/prepare_data.py text \
-  --inputs "$SOURCES/**/*.rst.txt" --out "$tmp" --name pydoc \
-  --tokenizer sentencepiece --vocab-size "$VOCAB" --val-fraction 0.05 \
-  --source "Debian package $package $version: $SOURCES/**/*.rst.txt (Python Software Foundation License Version 2)"
-rm -rf "$OUT"
-mv "$tmp" "$OUT"
-trap - EXIT
-echo "[corpus] wrote $OUT"
+write_task

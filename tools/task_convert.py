@@ -14,19 +14,30 @@ length lm-eval's acc_norm divides by.
   piqa       PIQA (valid.jsonl: goal, sol1, sol2; --labels valid-labels.lst, one 0/1 a line), as
              lm-eval's prompt "Question: <goal>\\nAnswer:".
   text       Items already in text: {"context": "...", "choices": ["...", ...], "gold": k} a line.
+  corpus     A continuation task from a token shard of the run's own corpus (--input a prepare_data.py
+             .bin, best its validation shard): each document, from its separator on, cut into windows
+             of --context-tokens + --choice-tokens ids; a window's first ids are the context, its
+             last the right choice, and spans of as many ids from --choices - 1 other documents the
+             wrong ones, drawn with --seed, as is the right one's place. The ids are the shard's own
+             (nothing re-encoded); choice_chars is the length of a choice's decoded text (at least 1).
+             --limit N keeps N windows drawn with --seed, in the shard's order.
 
 LAMBADA is not converted: lm-eval scores it by whether the last word is the greedy continuation
 (and by its perplexity), not by choosing among choices, and task files hold multiple-choice items only.
 
     task_convert.py hellaswag --input hellaswag_val.jsonl --tokenizer-json data/pydoc/tokenizer.json --out tasks/hellaswag.jsonl
+    task_convert.py corpus --input data/pydoc/pydoc_val_000000.bin --tokenizer-json data/pydoc/tokenizer.json --out tasks/pydoc_next.jsonl
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import random
 import re
 import sys
+
+import numpy as np
 
 import prepare_data  # the same directory: the tokenizers the shards were written with
 import text_codec
@@ -134,7 +145,64 @@ def read_labels(path: str | None, count: int) -> list:
     return [int(label) for label in labels]
 
 
+def read_shard(path: str, vocab_size: int) -> np.ndarray:
+    """The tokens of a prepare_data.py shard (its header checked, as attnlab's reader checks it)."""
+    try:
+        with open(path, "rb") as f:
+            header = np.frombuffer(f.read(prepare_data.HEADER_INTS * 4), dtype="<i4")
+            tokens = np.frombuffer(f.read(), dtype="<u2")
+    except OSError as e:
+        fail(f"{path}: {e.strerror or e}")
+    if len(header) < prepare_data.HEADER_INTS or header[0] != prepare_data.MAGIC or header[1] != prepare_data.VERSION:
+        fail(f"{path}: not a token shard (no header {prepare_data.MAGIC}, version {prepare_data.VERSION})")
+    if header[2] != len(tokens):
+        fail(f"{path}: the header says {header[2]} tokens, the file holds {len(tokens)}")
+    if len(tokens) and int(tokens.max()) >= vocab_size:
+        fail(f"{path}: id {int(tokens.max())} is outside the tokenizer's vocabulary ({vocab_size})")
+    return tokens
+
+
+def shard_documents(tokens: np.ndarray, eot: int) -> list:
+    """Each document's ids, its leading separator included (prepare_data.py writes one before each)."""
+    starts = [int(i) for i in np.flatnonzero(tokens == eot)]
+    return [tokens[a:b].tolist() for a, b in zip(starts, starts[1:] + [len(tokens)])]
+
+
+def corpus_items(args) -> list:
+    """Each document cut into windows of --context-tokens + --choice-tokens ids from its separator on;
+    a window is an item (its context, then its right choice), the wrong choices spans of other documents."""
+    tok = load_tokenizer(args.tokenizer_json)
+    n_ctx, n_choice, n_choices = args.context_tokens, args.choice_tokens, args.choices
+    if n_ctx < 1 or n_choice < 1 or n_choices < 2:
+        fail("corpus needs --context-tokens >= 1, --choice-tokens >= 1 and --choices >= 2")
+    docs = shard_documents(read_shard(args.input, tok.vocab_size), tok.eot)
+    width = n_ctx + n_choice
+    windows = [(k, s) for k, d in enumerate(docs) for s in range(0, len(d) - width + 1, width)]
+    donors = [k for k, d in enumerate(docs) if len(d) > n_choice]  # a span after the separator fits
+    if not windows or len(donors) < n_choices:
+        fail(f"{args.input}: too short for --context-tokens {n_ctx} and --choice-tokens {n_choice}: "
+             f"{len(windows)} windows of {width} tokens, {len(donors)} documents of over {n_choice} tokens "
+             f"({n_choices} needed for --choices {n_choices})")
+    rng = random.Random(args.seed)
+    if 0 < args.limit < len(windows):  # drawn from every document, not the first few documents' windows
+        windows = sorted(rng.sample(windows, args.limit))
+    out = []
+    for k, s in windows:
+        doc = docs[k]
+        wrong = []
+        for j in rng.sample([j for j in donors if j != k], n_choices - 1):
+            start = rng.randrange(1, len(docs[j]) - n_choice + 1)
+            wrong.append(docs[j][start:start + n_choice])
+        gold = rng.randrange(n_choices)
+        choices = wrong[:gold] + [doc[s + n_ctx:s + width]] + wrong[gold:]
+        out.append({"context": doc[s:s + n_ctx], "choices": choices,
+                    "choice_chars": [max(1, len(tok.decode(c))) for c in choices], "gold": gold})
+    return out
+
+
 def convert(args) -> list:
+    if args.format == "corpus":
+        return corpus_items(args)
     if args.format == "lambada":
         fail("LAMBADA is scored by lm-eval as a greedy match of its last word, not as multiple choice; "
              "task files hold multiple-choice items only (docs/downstream.md)")
@@ -162,12 +230,16 @@ def convert(args) -> list:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("format", choices=["hellaswag", "piqa", "text", "lambada"])
-    p.add_argument("--input", required=True, help="the task's jsonl file")
+    p.add_argument("format", choices=["hellaswag", "piqa", "text", "corpus", "lambada"])
+    p.add_argument("--input", required=True, help="the task's jsonl file (corpus: a token shard, .bin)")
     p.add_argument("--labels", help="piqa: the labels file (valid-labels.lst)")
     p.add_argument("--tokenizer-json", required=True, help="the run's tokenizer.json (beside its shards)")
     p.add_argument("--delimiter", default=" ", help="text between context and choice (lm-eval's target_delimiter)")
     p.add_argument("--limit", type=int, default=0, help="the first N items only (0: all)")
+    p.add_argument("--context-tokens", type=int, default=48, help="corpus: the context's tokens (a document's first window: its separator included)")
+    p.add_argument("--choice-tokens", type=int, default=16, help="corpus: each choice's tokens")
+    p.add_argument("--choices", type=int, default=4, help="corpus: choices per item (one right)")
+    p.add_argument("--seed", type=int, default=0, help="corpus: draws the wrong choices and the right one's place")
     p.add_argument("--out", required=True, help="the task file to write (its stem names the task)")
     args = p.parse_args(argv)
     items = convert(args)

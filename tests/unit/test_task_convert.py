@@ -7,6 +7,7 @@ lengths; the refusals.
 """
 import json
 import os
+import struct
 import sys
 import tempfile
 import unittest
@@ -95,6 +96,59 @@ class TaskConvertTest(unittest.TestCase):
         self.assertIn("greedy match of its last word", self.refusal("lambada", [{"text": "a b"}]))
         self.assertIn("holds no item", self.refusal("text", []))
 
+    def shard(self, documents, name="val.bin", header=None):
+        """A prepare_data.py shard of `documents` (texts, bytes tokens), the separator 256 before each."""
+        tokens = []
+        for d in documents:
+            tokens += [256] + ids(d)
+        head = [0] * 256
+        head[:3] = header or [20240520, 1, len(tokens)]
+        path = os.path.join(self.dir, name)
+        with open(path, "wb") as f:
+            f.write(struct.pack("<256i", *head) + struct.pack(f"<{len(tokens)}H", *tokens))
+        return path
+
+    def run_corpus(self, path, *extra):
+        out = os.path.join(self.dir, "corpus.jsonl")
+        task_convert.main(["corpus", "--input", path, "--tokenizer-json", self.tok, "--out", out, *extra])
+        with open(out, encoding="utf-8") as f:
+            return [json.loads(line) for line in f]
+
+    def test_corpus_items_are_windows_of_the_shards_documents(self):
+        docs = ["abcdefghijklm", "nopqrstu", "vw"]
+        items = self.run_corpus(self.shard(docs), "--context-tokens", "3", "--choice-tokens", "2", "--choices", "3",
+                                "--seed", "5")
+        # windows of 5 ids from each separator: "\x100abcd" "efghi" (13 + 1 ids: 2 windows), "\x100nopq" (9: 1)
+        whole = [[256] + ids(docs[0]), [256] + ids(docs[1])]
+        windows = [whole[0][0:5], whole[0][5:10], whole[1][0:5]]
+        self.assertEqual(len(items), 3)
+        for (window, donor_texts), item in zip([(windows[0], docs[1:]), (windows[1], docs[1:]), (windows[2], [docs[0], docs[2]])], items):
+            self.assertEqual(item["context"], window[:3])
+            self.assertEqual(item["choices"][item["gold"]], window[3:])
+            self.assertEqual(len(item["choices"]), 3)
+            for k, choice in enumerate(item["choices"]):
+                self.assertEqual(item["choice_chars"][k], 2)
+                if k != item["gold"]:  # a span of another document, its separator left out
+                    self.assertTrue(any(bytes(choice).decode() in d for d in donor_texts), choice)
+        self.assertEqual(items, self.run_corpus(self.shard(docs), "--context-tokens", "3", "--choice-tokens", "2",
+                                                "--choices", "3", "--seed", "5"), "the seed fixes the draw")
+        self.assertEqual(len(self.run_corpus(self.shard(docs), "--context-tokens", "3", "--choice-tokens", "2",
+                                             "--limit", "1", "--choices", "2")), 1)
+
+    def test_corpus_refuses_a_bad_shard_and_too_few_documents(self):
+        def refusal(path, *extra):
+            with self.assertRaises(SystemExit) as e:
+                self.run_corpus(path, *extra)
+            return str(e.exception)
+        self.assertIn("not a token shard", refusal(self.shard(["abcdefgh"], header=[1, 1, 9])))
+        self.assertIn("the header says 99 tokens, the file holds 9",
+                      refusal(self.shard(["abcdefgh"], header=[20240520, 1, 99])))
+        self.assertIn("0 windows of 12 tokens, 2 documents of over 2 tokens",
+                      refusal(self.shard(["abcdefgh", "abc"]), "--context-tokens", "10", "--choice-tokens", "2"))
+        self.assertIn("1 documents of over 2 tokens (2 needed",
+                      refusal(self.shard(["abcdefgh", "a"]), "--context-tokens", "2", "--choice-tokens", "2",
+                              "--choices", "2"))
+        self.assertIn("--choices >= 2", refusal(self.shard(["abcdefgh"]), "--choices", "1"))
 
 if __name__ == "__main__":
     unittest.main()

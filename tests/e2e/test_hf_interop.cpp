@@ -522,7 +522,7 @@ TEST_F(HfInterop, LmEvalRunsTheDocumentedCommandOfflineOnASentencePieceCorpusRun
                                      (work / "data").string()}));
   ASSERT_EQ(r.value("requests", 0), 18) << r.dump();
   // attnlab's own forward on the same tokens gives lm_eval's log p(choice | question).
-  const auto loaded = open_model(work / "run");
+  auto loaded = open_model(work / "run");
   torch::NoGradGuard no_grad;
   double worst = 0;
   for (const auto& request : json::parse(read(work / "lm_eval/requests.json"))) {

@@ -336,8 +336,19 @@ TEST(Metrics, TaskAccuraciesAreLoggedOnEvaluatedStepsAndReadBack) {
   ASSERT_EQ(h.validation.size(), 1u);
   std::ofstream(tmp.file("old.jsonl")) << R"({"step":2,"tokens":16,"train_loss":5.0,"val_loss":4.5})" "\n";
   EXPECT_TRUE(read_metrics(tmp.file("old.jsonl")).tasks.empty());
-  std::ofstream(tmp.file("bad.jsonl")) << R"({"step":2,"tokens":16,"val_loss":4.5,"tasks":{"copa":{"acc":2}}})" "\n";
-  EXPECT_THROW(read_metrics(tmp.file("bad.jsonl")), FileError);
+  // A malformed "tasks" skips its whole line with a warning naming file:line, as any bad line does.
+  std::ofstream(tmp.file("bad.jsonl")) << R"({"step":2,"tokens":16,"val_loss":4.5,"tasks":{"copa":{"acc":2}}})" "\n"
+                                       << R"({"step":3,"tokens":24,"val_loss":4.4,"tasks":{"copa":{"acc":2,"acc_norm":0.5,"n":4,"fingerprint":"0000000000000007"}}})" "\n"
+                                       << R"({"step":4,"tokens":32,"val_loss":4.3})" "\n";
+  const auto bad = read_metrics(tmp.file("bad.jsonl"));
+  EXPECT_TRUE(bad.tasks.empty());
+  ASSERT_EQ(bad.validation.size(), 1u) << "the bad lines are skipped whole, not half";
+  EXPECT_EQ(bad.validation[0].step, 4);
+  ASSERT_EQ(bad.skipped.size(), 2u);
+  EXPECT_NE(bad.skipped[0].find("bad.jsonl:1: "), std::string::npos) << bad.skipped[0];
+  EXPECT_NE(bad.skipped[0].find("tasks.copa.acc_norm"), std::string::npos) << bad.skipped[0];
+  EXPECT_NE(bad.skipped[1].find("bad.jsonl:2: "), std::string::npos) << bad.skipped[1];
+  EXPECT_NE(bad.skipped[1].find("is 2, outside [0, 1]"), std::string::npos) << bad.skipped[1];
 }
 
 // The typed records are written byte for byte as the trainer wrote its hand-made JSON before they were

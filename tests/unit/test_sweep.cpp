@@ -83,8 +83,8 @@ TEST_F(SweepTest, NullPairsAddOneTwinPerRunOfTheirArmsUnderAnotherInitSeed) {
   const auto runs = expand_sweep(sweep("grid:\n  model.arm: [baseline, combo2]\n  seed: [1, 2]\n  optim.lr: [0.002]\n"
                                        "null_pairs: {arms: [baseline], init_seed_offset: 100}\n"));
   ASSERT_EQ(runs.size(), 6u);
-  EXPECT_EQ(runs[4].name, "baseline/optim.lr-0.002/null/s1");
-  EXPECT_EQ(runs[5].name, "baseline/optim.lr-0.002/null/s2");
+  EXPECT_EQ(runs[4].name, "micro/baseline/optim.lr-0.002/null/s1");
+  EXPECT_EQ(runs[5].name, "micro/baseline/optim.lr-0.002/null/s2");
   EXPECT_EQ(runs[5].variant, "optim.lr-0.002/null");
   EXPECT_EQ(null_twin_of(runs[5].variant), std::optional<std::string>("optim.lr-0.002"));
   EXPECT_EQ(null_twin_of(runs[0].variant), std::nullopt);
@@ -97,7 +97,7 @@ TEST_F(SweepTest, NullPairsAddOneTwinPerRunOfTheirArmsUnderAnotherInitSeed) {
   // Default offset 1000.
   const auto plain = expand_sweep(sweep("grid:\n  seed: [7]\nnull_pairs: {arms: [baseline]}\n"));
   ASSERT_EQ(plain.size(), 2u);
-  EXPECT_EQ(plain[1].name, "baseline/null/s7");
+  EXPECT_EQ(plain[1].name, "micro/baseline/null/s7");
   EXPECT_EQ(plain[1].variant, "null");
   EXPECT_EQ(null_twin_of("null"), std::optional<std::string>(""));
   EXPECT_EQ(plain[1].resolved.effective_init_seed(), 1007u);
@@ -113,7 +113,7 @@ TEST_F(SweepTest, NullPairsAddOneTwinPerRunOfTheirArmsUnderAnotherInitSeed) {
             (dir() / "sweeps/s.yaml").string() + ": null_pairs: expected a mapping with arms: [...] (and init_seed_offset: N)");
   EXPECT_EQ(error_of("grid:\n  seed: [18446744073709551615]\nnull_pairs: {arms: [baseline]}\n"),
             (dir() / "sweeps/s.yaml").string() +
-                ": null_pairs.init_seed_offset: run baseline/s18446744073709551615's init seed 18446744073709551615 + 1000 "
+                ": null_pairs.init_seed_offset: run micro/baseline/s18446744073709551615's init seed 18446744073709551615 + 1000 "
                 "is beyond 2^64 - 1");
 }
 
@@ -342,12 +342,12 @@ TEST(ShippedSweeps, DemoIsFourArmsTwoSeedsOnTheMicroTier) {
 TEST(ShippedSweeps, NullPairsTwinEveryDemoRunOfBaselineAndSinkLogit) {
   const fs::path root = ATTNLAB_SOURCE_DIR;
   const auto runs = expand_sweep(load_sweep(root / "configs/sweeps/null_pairs.yaml"));
-  ASSERT_EQ(runs.size(), 12u);
-  EXPECT_EQ(runs[6].name, "micro/baseline/null/s1");
-  EXPECT_EQ(runs[6].resolved.effective_init_seed(), 1001u);
-  EXPECT_EQ(runs[6].resolved.effective_data_seed(), 1u);
-  EXPECT_EQ(runs.back().name, "micro/sink_logit/null/s3");
-  // The originals are the demo's runs (same config hash), plus a third seed.
+  ASSERT_EQ(runs.size(), 20u);
+  EXPECT_EQ(runs[10].name, "micro/baseline/null/s1");
+  EXPECT_EQ(runs[10].resolved.effective_init_seed(), 1001u);
+  EXPECT_EQ(runs[10].resolved.effective_data_seed(), 1u);
+  EXPECT_EQ(runs.back().name, "micro/sink_logit/null/s5");
+  // The originals are the demo's runs (same config hash; eval.tasks is outside it), plus seeds 3 to 5.
   const auto demo = expand_sweep(load_sweep(root / "configs/sweeps/demo.yaml"));
   EXPECT_EQ(runs[0].config_hash, demo[0].config_hash);
 }

@@ -2,9 +2,10 @@
 """Golden values of the attention arms, computed independently of attnlab (docs/arms.md).
 
 The shared attention form in float64 with numpy, written from the formulas of docs/arms.md and nothing
-else: for an arm given by its features (sink term, gate, gate slot), the outputs o, the log-sum-exp
-(natural log, sink term included), the phantom mass and, by central finite differences, the gradient
-of loss = sum(o * R) with respect to q, k, v and every arm parameter.
+else: for an arm given by its features (sink term, gate, gate slot, output gate), the outputs o, the
+log-sum-exp (natural log, sink term included), the phantom mass and, by central finite differences, the
+gradient of loss = sum(o * R) with respect to q, k, v, the output gate's input x (where the arm has an
+output gate) and every arm parameter.
 
     # recompute every arm of a golden file from its inputs and compare (exit 1 on a mismatch)
     python3 tools/golden_arms.py --check tests/data/golden/attention_arms.json
@@ -17,29 +18,48 @@ of loss = sum(o * R) with respect to q, k, v and every arm parameter.
     python3 tools/golden_arms.py --inputs tests/data/golden/attention_arms.json --merge \
         --arm sink_renorm:sink=learned,gate=norm,slot=routing --out tests/data/golden/attention_arms.json
 
+    # the output-gate arms (docs/arms.md, "The output gate"): same q, k, v, R, plus the gate's input x
+    python3 tools/golden_arms.py --inputs tests/data/golden/attention_arms.json \
+        --arm out_gate:out_gate=headwise --arm out_gate_elem:out_gate=elementwise \
+        --arm sink_out_gate:sink=learned,out_gate=headwise --out tests/data/golden/output_gate_arms.json
+
 The written file has the layout of tests/data/golden/attention_arms.json (its README), holding the
 inputs and the new arms (with --merge, the input file's arms too). Parameters of a new arm are drawn from a generator seeded by the arm's
-name, away from their initial values so every gradient is exercised.
+name, away from their initial values so every gradient is exercised. An output gate also needs the block's
+normalised input x [T, d_model] (d_model = H * d): taken from --inputs when it holds one, else drawn from a
+generator seeded by the name "x", so the other inputs and every stored value stay as they are.
 """
 import argparse
 import json
 import sys
 import zlib
+from collections import namedtuple
 
 import numpy as np
 
 BETA = 8.0  # the norm gate's fixed sharpness (docs/arms.md)
 
+# An arm's features (docs/arms.md): sink term, per-key gate, that gate's slot, output gate.
+Features = namedtuple("Features", "sink gate slot out_gate", defaults=("none",))
+
 # The nine arms' features (docs/arms.md, "The arms"); sink_token acts on the sequence, not here.
 KNOWN = {
-    "baseline": ("none", "none", "value"),
-    "off_by_one": ("fixed_zero", "none", "value"),
-    "sink_logit": ("learned", "none", "value"),
-    "norm_gate": ("none", "norm", "value"),
-    "proj_gate": ("none", "projection", "value"),
-    "renorm": ("none", "norm", "routing"),
-    "combo": ("learned", "norm", "value"),
-    "combo2": ("learned", "projection", "value"),
+    "baseline": Features("none", "none", "value"),
+    "off_by_one": Features("fixed_zero", "none", "value"),
+    "sink_logit": Features("learned", "none", "value"),
+    "norm_gate": Features("none", "norm", "value"),
+    "proj_gate": Features("none", "projection", "value"),
+    "renorm": Features("none", "norm", "routing"),
+    "combo": Features("learned", "norm", "value"),
+    "combo2": Features("learned", "projection", "value"),
+}
+
+# Arms docs/arms.md specifies ("The output gate") that are not yet rows of src/arms/registry.cpp; --check
+# knows them so tests/data/golden/output_gate_arms.json checks without --arm.
+SPECIFIED = {
+    "out_gate": Features("none", "none", "value", "headwise"),
+    "out_gate_elem": Features("none", "none", "value", "elementwise"),
+    "sink_out_gate": Features("learned", "none", "value", "headwise"),
 }
 
 OUTPUT_TOLERANCE = 1e-12  # the golden README's: float64 outputs of two independent implementations
@@ -53,7 +73,7 @@ def log_sigmoid(x):
 
 def gate_argument(features, params, v):
     """The gate's argument per (head, key): v [H, T, d] -> [H, T]."""
-    _, gate, _ = features
+    gate = features.gate
     d = v.shape[-1]
     if gate == "norm":
         return BETA * (np.linalg.norm(v, axis=-1) / np.sqrt(d) - params["tau"][:, None])
@@ -62,18 +82,35 @@ def gate_argument(features, params, v):
     raise ValueError(gate)
 
 
-def forward(features, params, q, k, v):
-    """o [H, T, d], lse [H, T], phantom mass [H, T] of the shared form (docs/arms.md)."""
-    sink, gate, slot = features
+def output_gate(features, params, x, H, d):
+    """The output gate sigma(x_i W_g + c_g) per (head, query): [H, T] headwise, [H, T, d] elementwise.
+
+    x [T, d_model]; column h * d + c of W_g [d_model, H * d] is head h's channel c (the head-major order
+    in which the heads' outputs meet the output projection).
+    """
+    arg = x @ params["out_gate_w"] + params["out_gate_c"]  # [T, H] or [T, H * d]
+    gate = 1.0 / (1.0 + np.exp(-arg))
+    if features.out_gate == "headwise":
+        return gate.T
+    return gate.reshape(x.shape[0], H, d).transpose(1, 0, 2)
+
+
+def forward(features, params, q, k, v, x=None):
+    """o [H, T, d], lse [H, T], phantom mass [H, T] of the shared form (docs/arms.md).
+
+    With an output gate, o is the gated output o'; lse and the phantom mass are those of the attention
+    before it (the gate acts after the softmax and leaves them unchanged).
+    """
+    sink, gate, slot, out_gate = features
     H, T, d = q.shape
     s = np.einsum("hid,hjd->hij", q, k) / np.sqrt(d)
     reads = v.copy()
     if gate != "none":
-        x = gate_argument(features, params, v)
+        arg = gate_argument(features, params, v)
         if slot == "routing":
-            s = s + log_sigmoid(x)[:, None, :]  # r_j = log g_j, added to every query's score of key j
+            s = s + log_sigmoid(arg)[:, None, :]  # r_j = log g_j, added to every query's score of key j
         else:
-            reads = v / (1.0 + np.exp(-x))[..., None]  # g_j v_j
+            reads = v / (1.0 + np.exp(-arg))[..., None]  # g_j v_j
     causal = np.tril(np.ones((T, T), dtype=bool))
     s = np.where(causal[None], s, -np.inf)
     if sink == "none":
@@ -88,13 +125,19 @@ def forward(features, params, q, k, v):
     a = e / z[..., None]
     lse = m + np.log(z)
     phantom = np.exp(b[:, None] - lse) if sink != "none" else np.zeros((H, T))
-    return np.einsum("hij,hjd->hid", a, reads), lse, phantom
+    o = np.einsum("hij,hjd->hid", a, reads)
+    if out_gate == "headwise":
+        o = o * output_gate(features, params, x, H, d)[..., None]  # one scale per (head, query)
+    elif out_gate == "elementwise":
+        o = o * output_gate(features, params, x, H, d)
+    return o, lse, phantom
 
 
 def gradients(features, params, inputs, R):
-    """d sum(o * R) / d x for every input and parameter, by central differences."""
+    """d sum(o * R) / d (every input and parameter), by central differences."""
     def loss(named):
-        o, _, _ = forward(features, {n: named[n] for n in params}, named["q"], named["k"], named["v"])
+        o, _, _ = forward(features, {n: named[n] for n in params}, named["q"], named["k"], named["v"],
+                          named.get("x"))
         return float((o * R).sum())
 
     named = dict(inputs, **params)
@@ -113,72 +156,115 @@ def gradients(features, params, inputs, R):
     return grads
 
 
-def parameter_shapes(features, H, d):
-    sink, gate, _ = features
+def parameter_shapes(features, H, d, d_model):
     shapes = {}
-    if sink == "learned":
+    if features.sink == "learned":
         shapes["sink_logit"] = (H,)
-    if gate == "norm":
+    if features.gate == "norm":
         shapes["tau"] = (H,)
-    if gate == "projection":
+    if features.gate == "projection":
         shapes["w"] = (H, d)
         shapes["c"] = (H,)
+    if features.out_gate != "none":
+        width = H if features.out_gate == "headwise" else H * d
+        shapes["out_gate_w"] = (d_model, width)
+        shapes["out_gate_c"] = (width,)
     return shapes
 
 
-def draw_parameters(name, features, H, d):
+def draw_parameters(name, features, H, d, d_model):
     """Parameters away from their initial values, drawn from a generator seeded by the arm's name."""
     rng = np.random.default_rng(zlib.crc32(name.encode()))
-    centre = {"sink_logit": 0.5, "tau": 0.6, "w": 0.0, "c": 0.5}
-    return {p: centre[p] + rng.normal(0.0, 0.5, size=shape) for p, shape in parameter_shapes(features, H, d).items()}
+    # out_gate_c centred at 0.5, not at its initial 4, so the gates spread over (0, 1) and sigma' is large
+    centre = {"sink_logit": 0.5, "tau": 0.6, "w": 0.0, "c": 0.5, "out_gate_w": 0.0, "out_gate_c": 0.5}
+    return {p: centre[p] + rng.normal(0.0, 0.5, size=shape)
+            for p, shape in parameter_shapes(features, H, d, d_model).items()}
+
+
+def gate_input(golden, H, T, d):
+    """The output gate's input x [T, d_model]: the file's own, else drawn from a generator seeded by "x".
+
+    d_model = H * d, as in the model. Drawing it by its own name leaves q, k, v and R as they are.
+    """
+    if "x" in golden:
+        return np.array(golden["x"], dtype=np.float64)
+    return np.random.default_rng(zlib.crc32(b"x")).normal(0.0, 1.0, size=(T, H * d))
 
 
 def case(features, params, inputs, R):
-    o, lse, phantom = forward(features, params, inputs["q"], inputs["k"], inputs["v"])
-    grads = gradients(features, {n: p.copy() for n, p in params.items()}, {n: x.copy() for n, x in inputs.items()}, R)
-    return {"params": {n: p.tolist() for n, p in params.items()}, "o": o.tolist(), "lse": lse.tolist(),
-            "phantom_mass": phantom.tolist(), "grad": {n: g.tolist() for n, g in grads.items()}}
+    used = {n: x.copy() for n, x in inputs.items() if n != "x" or features.out_gate != "none"}
+    o, lse, phantom = forward(features, params, used["q"], used["k"], used["v"], used.get("x"))
+    grads = gradients(features, {n: p.copy() for n, p in params.items()}, used, R)
+    out = {"params": {n: p.tolist() for n, p in params.items()}, "o": o.tolist(), "lse": lse.tolist(),
+           "phantom_mass": phantom.tolist(), "grad": {n: g.tolist() for n, g in grads.items()}}
+    if features.out_gate != "none":  # the gate values themselves, for the gate probes' tests
+        H, _, d = used["q"].shape
+        out["out_gate"] = output_gate(features, params, used["x"], H, d).tolist()
+    return out
 
 
 def parse_arm(text):
-    """'name:sink=learned,gate=norm,slot=routing' (omitted features: none / none / value)."""
+    """'name:sink=learned,gate=norm,slot=routing,out_gate=headwise' (omitted: none / none / value / none)."""
     name, _, spec = text.partition(":")
-    features = {"sink": "none", "gate": "none", "slot": "value"}
+    features = {"sink": "none", "gate": "none", "slot": "value", "out_gate": "none"}
     for item in filter(None, spec.split(",")):
         key, _, value = item.partition("=")
         if key not in features:
-            raise SystemExit(f"--arm {text}: unknown feature '{key}' (sink, gate, slot)")
+            raise SystemExit(f"--arm {text}: unknown feature '{key}' (sink, gate, slot, out_gate)")
         features[key] = value
     allowed = {"sink": ("none", "fixed_zero", "learned"), "gate": ("none", "norm", "projection"),
-               "slot": ("value", "routing")}
+               "slot": ("value", "routing"), "out_gate": ("none", "headwise", "elementwise")}
     for key, value in features.items():
         if value not in allowed[key]:
             raise SystemExit(f"--arm {text}: {key}={value} is not one of {', '.join(allowed[key])}")
-    return name, (features["sink"], features["gate"], features["slot"])
+    return name, Features(**features)
 
 
-def load_inputs(golden):
+def load_inputs(golden, need_x):
+    """q, k, v (and x, where an arm needs it or the file holds it) and R of a golden file."""
     arrays = {n: np.array(golden[n], dtype=np.float64) for n in ("q", "k", "v")}
+    if need_x or "x" in golden:
+        H, T, d = arrays["q"].shape
+        arrays["x"] = gate_input(golden, H, T, d)
     return arrays, np.array(golden["R"], dtype=np.float64)
+
+
+def compare(mine, stored):
+    """Largest differences of the outputs and of the gradients between two cases of one arm."""
+    outputs = [k for k in ("o", "lse", "phantom_mass", "out_gate") if k in stored or k in mine]
+    if any(k not in stored or k not in mine for k in outputs):
+        return float("inf"), float("inf")
+    out_err = max(float(np.abs(np.array(mine[k]) - np.array(stored[k])).max()) for k in outputs)
+    grad_err = max(float(np.abs(np.array(mine["grad"][n]) - np.array(stored["grad"][n])).max()) for n in stored["grad"])
+    return out_err, grad_err
 
 
 def check(path, extra):
     with open(path) as f:
         golden = json.load(f)
-    inputs, R = load_inputs(golden)
+    features_of = {**KNOWN, **SPECIFIED, **extra}
+    unknown = [name for name in golden["arms"] if name not in features_of]
+    if unknown:
+        print(f"{unknown[0]}: features unknown; pass --arm {unknown[0]}:sink=...,gate=...,slot=...,out_gate=...",
+              file=sys.stderr)
+        return 1
+    need_x = any(features_of[name].out_gate != "none" for name in golden["arms"])
+    inputs, R = load_inputs(golden, need_x)
+    if need_x and "x" not in golden:
+        print(f"{path}: an arm has an output gate but the file holds no x", file=sys.stderr)
+        return 1
+    H, _, d = inputs["q"].shape
+    d_model = inputs["x"].shape[1] if "x" in inputs else H * d
     worst = []
     for name, stored in golden["arms"].items():
-        features = extra.get(name) or KNOWN.get(name)
-        if features is None:
-            print(f"{name}: features unknown; pass --arm {name}:sink=...,gate=...,slot=...", file=sys.stderr)
-            return 1
+        features = features_of[name]
         params = {n: np.array(p, dtype=np.float64) for n, p in stored["params"].items()}
-        if set(params) != set(parameter_shapes(features, *inputs["q"].shape[::2])):
-            print(f"{name}: the file's parameters {sorted(params)} do not match its features {features}", file=sys.stderr)
+        if set(params) != set(parameter_shapes(features, H, d, d_model)):
+            print(f"{name}: the file's parameters {sorted(params)} do not match its features {tuple(features)}",
+                  file=sys.stderr)
             return 1
         mine = case(features, params, inputs, R)
-        out_err = max(float(np.abs(np.array(mine[k]) - np.array(stored[k])).max()) for k in ("o", "lse", "phantom_mass"))
-        grad_err = max(float(np.abs(np.array(mine["grad"][n]) - np.array(stored["grad"][n])).max()) for n in stored["grad"])
+        out_err, grad_err = compare(mine, stored)
         ok = out_err <= OUTPUT_TOLERANCE and grad_err <= GRADIENT_TOLERANCE and set(mine["grad"]) == set(stored["grad"])
         worst.append(ok)
         print(f"{'ok  ' if ok else 'FAIL'} {name}: outputs {out_err:.1e} (<= {OUTPUT_TOLERANCE:g}), "
@@ -189,8 +275,9 @@ def check(path, extra):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", metavar="GOLDEN", help="recompute every arm of GOLDEN and compare")
-    parser.add_argument("--inputs", metavar="GOLDEN", help="take q, k, v, R and the shape from GOLDEN")
-    parser.add_argument("--arm", action="append", default=[], help="name:sink=...,gate=...,slot=... (repeatable)")
+    parser.add_argument("--inputs", metavar="GOLDEN", help="take q, k, v, R (and x if it has one) and the shape from GOLDEN")
+    parser.add_argument("--arm", action="append", default=[],
+                        help="name:sink=...,gate=...,slot=...,out_gate=... (repeatable)")
     parser.add_argument("--out", help="write the golden values of the --arm arms here")
     parser.add_argument("--merge", action="store_true", help="also keep the arms of --inputs in --out (adding an arm to the file)")
     args = parser.parse_args()
@@ -201,12 +288,16 @@ def main():
         parser.error("give --check GOLDEN, or --inputs GOLDEN --arm ... --out FILE")
     with open(args.inputs) as f:
         golden = json.load(f)
-    inputs, R = load_inputs(golden)
+    inputs, R = load_inputs(golden, any(f.out_gate != "none" for f in arms.values()))
     H, _, d = inputs["q"].shape
+    d_model = inputs["x"].shape[1] if "x" in inputs else H * d
     out = {k: golden[k] for k in ("shape", "q", "k", "v", "R")}
+    if "x" in inputs:  # the output gate's input, beside the others (the README's layout)
+        out["d_model"] = d_model
+        out["x"] = inputs["x"].tolist()
     out["about"] = "Golden values from tools/golden_arms.py (numpy, float64, from docs/arms.md); inputs of " + args.inputs
     out["arms"] = dict(golden["arms"]) if args.merge else {}
-    out["arms"].update({name: case(f, draw_parameters(name, f, H, d), inputs, R) for name, f in arms.items()})
+    out["arms"].update({name: case(f, draw_parameters(name, f, H, d, d_model), inputs, R) for name, f in arms.items()})
     if args.merge:
         out["about"] = golden["about"] + "; " + ", ".join(arms) + " added by tools/golden_arms.py"
     with open(args.out, "w") as f:

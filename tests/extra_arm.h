@@ -1,6 +1,6 @@
 // The test-only registry extension behind the tenth-arm test (docs/adding-an-arm.md): when
 // ATTNLAB_TEST_EXTRA_ARM is "name:sink=learned,gate=norm,slot=routing" (features omitted: none, none,
-// value; sink_token=1 for a prepended token), the arm is registered before any suite enumerates the
+// value; sink_token=1 for a prepended token; out_gate=headwise|elementwise for an output gate), the arm is registered before any suite enumerates the
 // registry, so every test parameterised over all_arms() also runs over it. ATTNLAB_TEST_GOLDEN_FILE
 // names a file of tools/golden_arms.py whose arms are added to tests/data/golden/attention_arms.json.
 // Every suite that enumerates arms includes this header.
@@ -34,6 +34,8 @@ inline ArmSpec parse_extra_arm(const std::string& text) {
       arm.gate = parse_gate_kind(value);
     } else if (key == "slot") {
       arm.slot = name_table<GateSlot>().parse(value, "slot");
+    } else if (key == "out_gate") {
+      arm.out_gate = name_table<OutputGate>().parse(value, "out_gate");
     } else if (key == "sink_token") {
       arm.sink_token = value == "1";
     } else {

@@ -42,7 +42,7 @@ BETA = 8.0  # the norm gate's fixed sharpness (docs/arms.md)
 # An arm's features (docs/arms.md): sink term, per-key gate, that gate's slot, output gate.
 Features = namedtuple("Features", "sink gate slot out_gate", defaults=("none",))
 
-# The nine arms' features (docs/arms.md, "The arms"); sink_token acts on the sequence, not here.
+# The features of paper 000's arms (docs/arms.md, "The arms"); sink_token acts on the sequence, not here.
 KNOWN = {
     "baseline": Features("none", "none", "value"),
     "off_by_one": Features("fixed_zero", "none", "value"),
@@ -54,8 +54,8 @@ KNOWN = {
     "combo2": Features("learned", "projection", "value"),
 }
 
-# Arms docs/arms.md specifies ("The output gate") that are not yet rows of src/arms/registry.cpp; --check
-# knows them so tests/data/golden/output_gate_arms.json checks without --arm.
+# The output-gate arms (docs/arms.md, "The output gate"), whose values live in
+# tests/data/golden/output_gate_arms.json; --check knows them so that file checks without --arm.
 SPECIFIED = {
     "out_gate": Features("none", "none", "value", "headwise"),
     "out_gate_elem": Features("none", "none", "value", "elementwise"),

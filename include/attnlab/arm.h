@@ -32,6 +32,15 @@ enum class GateSlot {
   routing,  ///< enters the logits as r_j = log g_j (renorm)
 };
 
+/// A sigmoid gate on each head's output, from the query position's own normalised input x_i
+/// (docs/arms.md, "The output gate"; Qiu et al. 2025, arXiv 2505.06708, position G1):
+///   o'_i = o_i * sigmoid(x_i W_g + c_g).
+enum class OutputGate {
+  none,
+  headwise,     ///< W_g [d_model, H]: one scalar per head and query
+  elementwise,  ///< W_g [d_model, H d]: one per channel, head-major
+};
+
 /// One arm: the features it switches on in the shared form.
 struct ArmSpec {
   std::string name;
@@ -40,6 +49,7 @@ struct ArmSpec {
   GateKind gate = GateKind::none;
   GateSlot slot = GateSlot::value;
   bool sink_token = false;  ///< a learned embedding e_sink is prepended at position 0
+  OutputGate out_gate = OutputGate::none;  ///< after the attention, before the output projection
 };
 
 /// Every arm, in the order of docs/arms.md's table, then those added by register_arm().
@@ -60,15 +70,17 @@ ArmSpec with_routing_gate(ArmSpec spec, GateKind routing_gate);
 
 /// The names of the features (registry.cpp), as config keys, state.json, export-hf's config.json and
 /// `attnlab arms` write them: SinkKind none | fixed_zero | learned; GateKind none | norm | projection
-/// (also reads "proj"); GateSlot value | routing.
+/// (also reads "proj"); GateSlot value | routing; OutputGate none | headwise | elementwise.
 template <> const NameTable<SinkKind>& name_table<SinkKind>();
 template <> const NameTable<GateKind>& name_table<GateKind>();
 template <> const NameTable<GateSlot>& name_table<GateSlot>();
+template <> const NameTable<OutputGate>& name_table<OutputGate>();
 
 /// The gate form called `name`; throws std::invalid_argument naming the value and the valid names.
 GateKind parse_gate_kind(const std::string& name);
 std::string to_string(GateKind kind);
 std::string to_string(SinkKind kind);
 std::string to_string(GateSlot slot);
+std::string to_string(OutputGate gate);
 
 }  // namespace attnlab

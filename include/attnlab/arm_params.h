@@ -15,6 +15,9 @@ inline constexpr double kNormGateBeta = 8.0;
 inline constexpr double kNormGateTauInit = -4.0 / kNormGateBeta;
 /// Projection gate bias c_h init 4 (w_h init 0), so the gate also starts at sigmoid(4).
 inline constexpr double kProjGateBiasInit = 4.0;
+/// Output gate bias c_g init 4 (W_g init 0): every output gate starts at sigmoid(4), nearly open,
+/// like the norm and projection gates; the paper's code starts near sigmoid(0) (docs/arms.md).
+inline constexpr double kOutGateBiasInit = 4.0;
 /// Std of the normal init of the learned sink token e_sink (as the token embedding, GPT-2).
 inline constexpr double kSinkTokenInitStd = 0.02;
 
@@ -27,7 +30,9 @@ struct ArmParamSpec {
 };
 
 /// Per-layer parameters of `arm` (after with_routing_gate): sink_logit [H] (learned sink),
-/// gate_tau [H] (norm gate), gate_w [H, head_dim] and gate_c [H] (projection gate).
+/// gate_tau [H] (norm gate), gate_w [H, head_dim] and gate_c [H] (projection gate), out_gate_w
+/// [d_model, G] and out_gate_c [G] (output gate; G = H headwise, H * head_dim elementwise,
+/// d_model = H * head_dim). None takes weight decay, out_gate_w included (docs/arms.md).
 std::vector<ArmParamSpec> attention_params(const ArmSpec& arm, int64_t n_head, int64_t head_dim);
 
 /// Number of parameters `arm` adds to a model with these dims: per-layer params times n_layer,

@@ -28,6 +28,7 @@ struct LayerTrace {
   const PreparedKeys& keys;           ///< gated reads, gates, read norms (if asked)
   const AttentionResult& attention;   ///< o, lse, probs (if asked)
   const at::Tensor& sink_logit;       ///< [H] effective b_h (zeros for off_by_one), or undefined
+  const at::Tensor& out_gate;         ///< [B, T, H] or [B, T, H d] output gate values in (0, 1), or undefined
 };
 
 /// Optional probes into a forward pass. Positions include the sink token for the sink_token arm.
@@ -52,7 +53,8 @@ struct KVCache {
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
   CausalSelfAttentionImpl(const ModelConfig& cfg, const ArmSpec& arm);
-  /// x [B, T, d_model] -> [B, T, d_model]. With `cache`, the new keys are appended to it and the
+  /// x [B, T, d_model] (ln_1's output) -> [B, T, d_model]: c_proj of the heads' outputs, each
+  /// times its output gate when the arm has one. With `cache`, the new keys are appended to it and the
   /// queries attend to everything cached.
   at::Tensor forward(const at::Tensor& x, int64_t layer, const ForwardHooks* hooks = nullptr,
                      PreparedKeys* cache = nullptr);
@@ -61,6 +63,8 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
   const ArmLayerParams& arm_params() const { return params_; }
 
   torch::nn::Linear c_attn{nullptr}, c_proj{nullptr};
+  /// Output gate (arm.out_gate != none): W_g [d_model, G], c_g [G]; undefined otherwise.
+  at::Tensor out_gate_w, out_gate_c;
   AttentionBackend backend = AttentionBackend::reference;
 
  private:

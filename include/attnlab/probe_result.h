@@ -4,6 +4,7 @@
 // is made and read here only.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,10 +17,19 @@
 namespace attnlab {
 
 /// probe_model() of a trained run.
+/// The massive-activation ratio of a probe (docs/activations.md): the largest, over the residual
+/// layers l = 1..n_layer, of max_c |x_c| / median_c |x_c| at the sink state (position 0 of the probe's
+/// first sequence; activation_capture.h), and the layer that holds it.
+struct SinkStateRatio {
+  double max_ratio = 0.0;  ///< +inf when that layer's median is 0 and its max is not
+  int64_t layer = 0;
+};
+
 struct ProbeResult {
   Provenance provenance;
   std::vector<std::string> conventions;  ///< one line each: positions, reads, every measure's definition
   ProbeSummary summary;
+  std::optional<SinkStateRatio> sink_state;  ///< none in probe.json files written before it
 };
 
 /// inject_model() of a trained run.
@@ -40,7 +50,7 @@ nlohmann::json to_json(const ProbeSummary& summary);
 /// std::invalid_argument naming the key when one is missing or of the wrong type, a measure name is
 /// not in probe_measure_table(), a measure the arm lacks holds a number, or a layer's heads disagree
 /// in number.
-ProbeSummary probe_summary_from_json(const nlohmann::json& j, bool has_sink, bool has_gate);
+ProbeSummary probe_summary_from_json(const nlohmann::json& j, bool has_sink, bool has_gate, bool has_out_gate = false);
 
 /// {"kind", "cutoff", "eps", "layers", "per_layer", "seed"}.
 nlohmann::json to_json(const InjectOptions& options);

@@ -52,7 +52,11 @@ struct LayerProbeInputs {
   at::Tensor read_norm;  ///< [B, H, T] ||v_j|| of the ungated value reads
   at::Tensor phantom;    ///< [B, H, T] p_i (SPEC section 1), or undefined for an arm without a sink
   at::Tensor gate;       ///< [B, H, T] g_j, or undefined for an arm without a gate
+  at::Tensor out_gate;   ///< [B, T, H] or [B, T, H d] output gate values (head-major), or undefined
 };
+
+/// An output gate counts as closed below this: the paper's "sparsity" of gating scores (Qiu et al. 2025).
+inline constexpr double kOutGateSparseThreshold = 0.1;
 
 /// Float64 sum and count per head: the running mean of one measure.
 struct HeadMeans {
@@ -73,9 +77,13 @@ struct HeadMeans {
 ///  - exposure:         mean over sequences and queries i >= 0 of sum_j a_ij [j quiet at p25]:
 ///                      the share of each query's whole attention (phantom included in the
 ///                      denominator) that lands on reads below the 25th percentile;
-///  - gate_mean, gate_closed_share: mean over reads of g_j and of [g_j < 0.5] (gated arms only).
+///  - gate_mean, gate_closed_share: mean over reads of g_j and of [g_j < 0.5] (gated arms only);
+///  - out_gate_mean, out_gate_sparse_share: mean over sequences, queries i >= 0 and the head's
+///                      gate values (1 headwise, d elementwise) of gamma and of [gamma < 0.1]
+///                      (output-gate arms only).
 struct LayerProbeSums {
-  HeadMeans first_key_mass, sink_score, phantom_mass, read_norm_ratio, exposure, gate_mean, gate_closed_share;
+  HeadMeans first_key_mass, sink_score, phantom_mass, read_norm_ratio, exposure, gate_mean, gate_closed_share,
+      out_gate_mean, out_gate_sparse_share;
   explicit LayerProbeSums(int64_t n_head = 0);
   int64_t n_head() const { return int64_t(first_key_mass.sum.size()); }
 };
@@ -125,14 +133,17 @@ struct ProbeSummary {
 /// (share of heads whose sink_score > kSinkRateThreshold), for an arm with (or without) a sink term
 /// and a gate: the measures it lacks are none. The measures and their order are
 /// probe_measure_table()'s (probe_measures.h); to_json (probe_result.h) writes it.
-ProbeSummary probe_summary(const std::vector<LayerProbeSums>& layers, bool has_phantom, bool has_gate);
+/// `has_out_gate`: the arm has an output gate (its measures are none otherwise).
+ProbeSummary probe_summary(const std::vector<LayerProbeSums>& layers, bool has_phantom, bool has_gate,
+                           bool has_out_gate = false);
 
 /// Throws std::invalid_argument naming the first disagreement unless `summary` is one that
 /// probe_summary() could have produced for a model of n_layer layers of n_head heads and an arm with
 /// (or without) a sink term and a gate: layers numbered 0..n_layer-1, n_head values per per-head
 /// measure, shares in [0, 1] and ratios >= 0, and every mean and sink rate equal (to 1e-12 relative)
 /// to the one of its per-head values. A cached probe.json is reused only when it passes.
-void check_probe_summary(const ProbeSummary& summary, bool has_phantom, bool has_gate, int64_t n_layer, int64_t n_head);
+void check_probe_summary(const ProbeSummary& summary, bool has_phantom, bool has_gate, int64_t n_layer, int64_t n_head,
+                         bool has_out_gate = false);
 
 /// Which validation tokens a probe or injection reads.
 struct ProbeDataOptions {

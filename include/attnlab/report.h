@@ -62,7 +62,10 @@ struct Contrast {
 
 /// Every difference of SPEC section 3, in its order: the zero-option increment, the filtering
 /// increments (norm, projection), the standalone gains of norm_gate, proj_gate, off_by_one,
-/// sink_token and renorm, and the 2x2 overlaps gain(sink_logit) + gain(gate) - gain(combo[2]).
+/// sink_token and renorm, and the 2x2 overlaps gain(sink_logit) + gain(gate) - gain(combo[2]);
+/// then the output gate's (docs/arms.md, "The output gate"): the gains of out_gate and out_gate_elem,
+/// L(out_gate) - L(out_gate_elem), L(sink_logit) - L(sink_out_gate), L(proj_gate) - L(out_gate) and
+/// the 2x2 overlap of sink_logit and out_gate.
 const std::vector<Contrast>& spec_contrasts();
 
 struct SeedValue {

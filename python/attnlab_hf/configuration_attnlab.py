@@ -1,7 +1,7 @@
 """transformers configuration of an attnlab model (written by `attnlab export-hf`; docs/interop.md).
 
 Every key mirrors attnlab's `model:` config, plus the arm's features spelled out (sink, gate,
-gate_slot, sink_token), so modeling_attnlab.py needs no copy of attnlab's arm table.
+gate_slot, sink_token, out_gate), so modeling_attnlab.py needs no copy of attnlab's arm table.
 """
 from transformers import PretrainedConfig
 
@@ -9,7 +9,7 @@ from transformers import PretrainedConfig
 class AttnlabConfig(PretrainedConfig):
     model_type = "attnlab"
 
-    def __init__(self, arm="baseline", sink="none", gate="none", gate_slot="value", sink_token=False,
+    def __init__(self, arm="baseline", sink="none", gate="none", gate_slot="value", sink_token=False, out_gate="none",
                  routing_gate="norm", norm_gate_beta=8.0, n_layer=2, n_head=2, d_model=128, block_size=256,
                  vocab_size=4096, rotary_fraction=0.0, rotary_base=10000.0, parallel_residual=False,
                  untied_head=False, gelu="tanh", layer_norm_eps=1e-5, **kwargs):
@@ -18,6 +18,7 @@ class AttnlabConfig(PretrainedConfig):
         self.gate = gate                  # none | norm | projection
         self.gate_slot = gate_slot        # value | routing
         self.sink_token = sink_token
+        self.out_gate = out_gate          # none | headwise | elementwise
         self.routing_gate = routing_gate
         self.norm_gate_beta = norm_gate_beta
         self.n_layer = n_layer

@@ -12,6 +12,8 @@ docs/design.md: for one head, with s_ij = q_i . k_j / sqrt(d),
   slot       value: the read becomes g_j v_j;  routing: r_j = log g_j = logsigmoid(z_j), reads unchanged
   sink_token a learned embedding e_sink at position 0 of every sequence, with no position embedding;
              its output is dropped
+  out_gate   none | headwise | elementwise: o'_i = o_i * sigmoid(x_i W_g + c_g) from the attention's
+             own input x_i, per head (W_g [d_model, H]) or per channel ([d_model, H d]), before c_proj
 
 The rest is GPT-2 (pre-LayerNorm blocks, learned positions, tied head, tanh GELU), or, per config,
 rotary positions on the first floor(rotary_fraction * head_dim) channels of q and k (GPT-NeoX's
@@ -60,6 +62,11 @@ class AttnlabAttention(nn.Module):
         elif config.gate == "projection":
             self.gate_w = nn.Parameter(torch.zeros(config.n_head, self.head_dim))
             self.gate_c = nn.Parameter(torch.zeros(config.n_head))
+        out_gate = getattr(config, "out_gate", "none")
+        if out_gate != "none":
+            width = config.n_head if out_gate == "headwise" else config.d_model
+            self.out_gate_w = nn.Parameter(torch.zeros(config.d_model, width))
+            self.out_gate_c = nn.Parameter(torch.zeros(width))
 
     def gate_logits(self, v):
         """z [B, H, T] of the per-key gate from the raw reads v [B, H, T, d] (float32 or float64)."""
@@ -110,8 +117,12 @@ class AttnlabAttention(nn.Module):
             denominator = denominator + torch.exp(sink[None, :, None] - row_max)
         denominator = torch.where(denominator > 0, denominator, torch.ones_like(denominator))
         out = (weights / denominator[..., None]) @ v  # [B, H, T, d]
-        out = out.to(x.dtype).transpose(1, 2).reshape(B, T, self.d_model)
-        return self.c_proj(out)
+        out = out.to(x.dtype).transpose(1, 2)  # [B, T, H, d]
+        out_gate = getattr(self.config, "out_gate", "none")
+        if out_gate != "none":
+            gamma = torch.sigmoid(x @ self.out_gate_w + self.out_gate_c)  # [B, T, H] or [B, T, H d]
+            out = out * (gamma[..., None] if out_gate == "headwise" else gamma.view(B, T, self.n_head, self.head_dim))
+        return self.c_proj(out.reshape(B, T, self.d_model))
 
 
 class AttnlabMLP(nn.Module):

@@ -10,6 +10,12 @@ std::vector<ArmParamSpec> attention_params(const ArmSpec& arm, int64_t n_head, i
     params.push_back({"gate_w", {n_head, head_dim}, 0.0, false});
     params.push_back({"gate_c", {n_head}, kProjGateBiasInit, false});
   }
+  if (arm.out_gate != OutputGate::none) {
+    const int64_t d_model = n_head * head_dim;
+    const int64_t width = arm.out_gate == OutputGate::headwise ? n_head : n_head * head_dim;
+    params.push_back({"out_gate_w", {d_model, width}, 0.0, false});
+    params.push_back({"out_gate_c", {width}, kOutGateBiasInit, false});
+  }
   return params;
 }
 

@@ -13,6 +13,7 @@ std::vector<ArmSpec>& registry() {
   using S = SinkKind;
   using G = GateKind;
   using P = GateSlot;
+  using O = OutputGate;
   static std::vector<ArmSpec> arms = {
       {"baseline", "plain causal softmax", S::none, G::none, P::value, false},
       {"off_by_one", "softmax denominator + 1 (sink logit frozen at 0)", S::fixed_zero, G::none,
@@ -28,6 +29,12 @@ std::vector<ArmSpec>& registry() {
        P::routing, false},
       {"combo", "sink logit + norm gate", S::learned, G::norm, P::value, false},
       {"combo2", "sink logit + projection gate", S::learned, G::projection, P::value, false},
+      {"out_gate", "headwise sigmoid gate on each head's output, from the query's own x_i",
+       S::none, G::none, P::value, false, O::headwise},
+      {"out_gate_elem", "elementwise sigmoid gate on each head's output channels, from x_i",
+       S::none, G::none, P::value, false, O::elementwise},
+      {"sink_out_gate", "learned sink logit b_h + headwise output gate", S::learned, G::none,
+       P::value, false, O::headwise},
   };
   return arms;
 }
@@ -84,9 +91,18 @@ const NameTable<GateSlot>& name_table<GateSlot>() {
   return table;
 }
 
+template <>
+const NameTable<OutputGate>& name_table<OutputGate>() {
+  static const NameTable<OutputGate> table(
+      "output gate",
+      {{OutputGate::none, "none"}, {OutputGate::headwise, "headwise"}, {OutputGate::elementwise, "elementwise"}});
+  return table;
+}
+
 GateKind parse_gate_kind(const std::string& name) { return name_table<GateKind>().parse(name); }
 std::string to_string(GateKind kind) { return name_table<GateKind>().name(kind); }
 std::string to_string(SinkKind kind) { return name_table<SinkKind>().name(kind); }
 std::string to_string(GateSlot slot) { return name_table<GateSlot>().name(slot); }
+std::string to_string(OutputGate gate) { return name_table<OutputGate>().name(gate); }
 
 }  // namespace attnlab

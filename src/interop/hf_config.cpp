@@ -154,6 +154,10 @@ HfArchitecture from_attnlab(const ConfigReader& c) {
       c.require(c.j.value(key, json()) == expected[key], key,
                 "= " + c.j.value(key, json()).dump() + " contradicts arm '" + arm.name + "' (" + expected[key].dump() + ")");
     }
+    // Exports from before the output gate have no key: theirs is "none".
+    const json out_gate = c.j.value("out_gate", json("none"));
+    c.require(out_gate == expected["out_gate"], "out_gate",
+              "= " + out_gate.dump() + " contradicts arm '" + arm.name + "' (" + expected["out_gate"].dump() + ")");
   } catch (const std::invalid_argument& e) {
     c.fail("arm", e.what());
   }
@@ -215,6 +219,7 @@ json hf_config_json(HfExportKind kind, const ModelConfig& m, int64_t eot) {
                          {"AutoModelForCausalLM", "modeling_attnlab.AttnlabForCausalLM"}}},
            {"arm", m.arm}, {"sink", to_string(arm.sink)}, {"gate", to_string(arm.gate)},
            {"gate_slot", to_string(arm.slot)}, {"sink_token", arm.sink_token},
+           {"out_gate", to_string(arm.out_gate)},
            {"routing_gate", to_string(m.routing_gate)}, {"norm_gate_beta", kNormGateBeta},
            {"n_layer", m.n_layer}, {"n_head", m.n_head}, {"d_model", m.d_model}, {"block_size", m.block_size},
            {"vocab_size", m.vocab_size}, {"rotary_fraction", m.rotary_fraction}, {"rotary_base", m.rotary_base},

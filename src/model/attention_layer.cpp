@@ -1,5 +1,6 @@
 #include "attnlab/arm_params.h"
 #include "attnlab/model.h"
+#include "attnlab/output_gate.h"
 #include "attnlab/rotary.h"
 
 namespace attnlab {
@@ -11,7 +12,9 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& cfg, const A
   c_proj = register_module("c_proj", torch::nn::Linear(cfg.d_model, cfg.d_model));
   for (const auto& p : attention_params(arm, cfg.n_head, cfg.head_dim())) {
     at::Tensor& param = register_parameter(p.name, torch::full(p.shape, p.init_value));
-    arm_param_slot(params_, p.name) = param;
+    if (p.name == "out_gate_w") out_gate_w = param;  // outside the attention: no kernel sees it
+    else if (p.name == "out_gate_c") out_gate_c = param;
+    else arm_param_slot(params_, p.name) = param;
   }
 }
 
@@ -42,14 +45,16 @@ at::Tensor CausalSelfAttentionImpl::forward(const at::Tensor& x, int64_t layer,
   }
   const bool want_probs = hooks && hooks->return_probs;
   auto att = arm_attention(arm_, params, q, keys, want_probs, backend);
+  // The output gate needs only this position's x, so decoding computes it for the new tokens alone.
+  at::Tensor gamma;
+  if (arm_.out_gate != OutputGate::none) gamma = output_gate_values(x, out_gate_w, out_gate_c);
   if (hooks && hooks->on_attention) {
     // Options from q, not lse: the sdpa backend leaves lse undefined.
     auto sink = effective_sink_logit(arm_, params, n_head_,
                                      q.options().dtype(attention_acc_dtype(q.scalar_type())));
-    hooks->on_attention(LayerTrace{layer, q, keys, att, sink});
+    hooks->on_attention(LayerTrace{layer, q, keys, att, sink, gamma});
   }
-  auto y = att.o.transpose(1, 2).contiguous().view({B, T, d_model_});  // (B, T, C)
-  return c_proj(y);
+  return c_proj(gated_heads(att.o, gamma, arm_.out_gate));  // (B, T, C)
 }
 
 MLPImpl::MLPImpl(int64_t d_model, GeluKind gelu) : gelu_approximate_(gelu == GeluKind::erf ? "none" : "tanh") {

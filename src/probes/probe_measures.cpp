@@ -4,11 +4,12 @@
 
 namespace attnlab {
 
-bool ProbeMeasure::applies(bool has_sink, bool has_gate) const {
+bool ProbeMeasure::applies(bool has_sink, bool has_gate, bool has_out_gate) const {
   switch (needs) {
     case Needs::any_arm: return true;
     case Needs::sink: return has_sink;
     case Needs::gate: return has_gate;
+    case Needs::out_gate: return has_out_gate;
   }
   return false;
 }
@@ -39,6 +40,14 @@ const std::vector<ProbeMeasure>& probe_measure_table() {
        false, true, &LayerProbeSums::gate_mean},
       {"gate_closed_share", "gates < 0.5", "gate_closed_share: mean of [g_j < 0.5] over all reads; null without a gate",
        K::per_head, N::gate, true, true, &LayerProbeSums::gate_closed_share},
+      {"out_gate_mean", "mean output gate",
+       "out_gate_mean: mean over sequences, queries i >= 0 and the head's gate values of gamma = sigmoid(x_i W_g + "
+       "c_g); null without an output gate",
+       K::per_head, N::out_gate, false, true, &LayerProbeSums::out_gate_mean},
+      {"out_gate_sparse_share", "output gates < 0.1",
+       "out_gate_sparse_share: mean of [gamma < 0.1] over the same values (the gate's sparsity, Qiu et al. 2025); "
+       "null without an output gate",
+       K::per_head, N::out_gate, true, true, &LayerProbeSums::out_gate_sparse_share},
   };
   return table;
 }

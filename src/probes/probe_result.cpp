@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "attnlab/arm.h"
@@ -18,8 +20,13 @@ using nlohmann::json;
 bool per_head(const ProbeMeasure& m) { return m.kind == ProbeMeasure::Kind::per_head; }
 
 // A measure's value as written: null where the arm lacks it; a number, or null for NaN, where it has it.
-MeasureValue read_value(const ProbeMeasure& m, const json& v, bool has_sink, bool has_gate, const std::string& where) {
-  if (m.applies(has_sink, has_gate)) return number_or_nan(v, where);
+// The arm's features, as the measures' applies() takes them.
+struct ArmHas {
+  bool sink, gate, out_gate;
+};
+
+MeasureValue read_value(const ProbeMeasure& m, const json& v, const ArmHas& has, const std::string& where) {
+  if (m.applies(has.sink, has.gate, has.out_gate)) return number_or_nan(v, where);
   if (!v.is_null()) throw std::invalid_argument(where + " holds " + v.dump() + ", but the arm has no " + m.name);
   return std::nullopt;
 }
@@ -36,12 +43,13 @@ void check_measure_keys(const json& obj, bool per_head_only, const std::string& 
     }
     if (per_head_only && !per_head(*m)) throw std::invalid_argument(where + "." + item.key() + " has no per-head values");
   }
+  // Files from before the output gate lack its measures: null (an arm without one) is what they would hold.
   for (const auto& m : probe_measure_table())
-    if ((!per_head_only || per_head(m)) && !obj.contains(m.name))
+    if ((!per_head_only || per_head(m)) && !obj.contains(m.name) && m.needs != ProbeMeasure::Needs::out_gate)
       throw std::invalid_argument("lacks \"" + detail::json_path(where, m.name) + "\"");
 }
 
-ProbeLayerSummary read_layer(const json& j, bool has_sink, bool has_gate, const std::string& where) {
+ProbeLayerSummary read_layer(const json& j, const ArmHas& has, const std::string& where) {
   const auto& table = probe_measure_table();
   ProbeLayerSummary layer;
   layer.layer = json_field<int64_t>(j, "layer", where);
@@ -55,17 +63,21 @@ ProbeLayerSummary read_layer(const json& j, bool has_sink, bool has_gate, const 
     const auto& m = table[i];
     const std::string at = where + ".heads." + m.name;
     if (!per_head(m)) {
-      layer.mean.values[i] = read_value(m, json_field<json>(j, m.name, where), has_sink, has_gate, where + "." + m.name);
+      layer.mean.values[i] = read_value(m, json_field<json>(j, m.name, where), has, where + "." + m.name);
       continue;
     }
-    const auto& row = heads.at(m.name);
+    const auto row = heads.value(m.name, json());
+    if (row.is_null() && !m.applies(has.sink, has.gate, has.out_gate)) {  // a file from before the measure
+      layer.heads[i].assign(n_head, std::nullopt);
+      continue;
+    }
     if (!row.is_array()) throw std::invalid_argument(at + " is not an array");
     if (n_head == 0) n_head = row.size();
     if (row.size() != n_head)
       throw std::invalid_argument(at + " holds " + std::to_string(row.size()) + " heads, not " + std::to_string(n_head));
     for (size_t h = 0; h < row.size(); ++h)
-      layer.heads[i].push_back(read_value(m, row[h], has_sink, has_gate, at + "[" + std::to_string(h) + "]"));
-    layer.mean.values[i] = read_value(m, mean.at(m.name), has_sink, has_gate, where + ".mean." + m.name);
+      layer.heads[i].push_back(read_value(m, row[h], has, at + "[" + std::to_string(h) + "]"));
+    layer.mean.values[i] = read_value(m, mean.value(m.name, json()), has, where + ".mean." + m.name);
   }
   return layer;
 }
@@ -111,17 +123,18 @@ json to_json(const ProbeSummary& s) {
   return out;
 }
 
-ProbeSummary probe_summary_from_json(const json& j, bool has_sink, bool has_gate) {
+ProbeSummary probe_summary_from_json(const json& j, bool has_sink, bool has_gate, bool has_out_gate) {
+  const ArmHas has{has_sink, has_gate, has_out_gate};
   const auto& table = probe_measure_table();
   ProbeSummary s;
   const auto layers = json_field<json>(j, "layers", "summary");
   if (!layers.is_array()) throw std::invalid_argument("summary.layers is not an array");
   for (size_t l = 0; l < layers.size(); ++l)
-    s.layers.push_back(read_layer(layers[l], has_sink, has_gate, "summary.layers[" + std::to_string(l) + "]"));
+    s.layers.push_back(read_layer(layers[l], has, "summary.layers[" + std::to_string(l) + "]"));
   const auto model = json_field<json>(j, "model", "summary");
   check_measure_keys(model, false, "summary.model");
   for (size_t i = 0; i < table.size(); ++i)
-    s.model.values[i] = read_value(table[i], model.at(table[i].name), has_sink, has_gate, "summary.model." + table[i].name);
+    s.model.values[i] = read_value(table[i], model.value(table[i].name, json()), has, "summary.model." + table[i].name);
   return s;
 }
 
@@ -171,7 +184,10 @@ InjectOutcome inject_outcome_from_json(const json& j) {
 }
 
 json to_json(const ProbeResult& p) {
-  return {{"provenance", to_json(p.provenance)}, {"conventions", p.conventions}, {"summary", to_json(p.summary)}};
+  json j = {{"provenance", to_json(p.provenance)}, {"conventions", p.conventions}, {"summary", to_json(p.summary)}};
+  if (p.sink_state)
+    j["sink_state"] = {{"max_ratio", json_number(p.sink_state->max_ratio)}, {"layer", p.sink_state->layer}};
+  return j;
 }
 
 ProbeResult probe_result_from_json(const json& j) {
@@ -180,7 +196,14 @@ ProbeResult probe_result_from_json(const json& j) {
   p.conventions = json_field<std::vector<std::string>>(j, "conventions", "");
   const auto& arm = arm_by_name(p.provenance.arm);
   p.summary = probe_summary_from_json(json_field<json>(j, "summary", ""), arm.sink != SinkKind::none,
-                                      arm.gate != GateKind::none);
+                                      arm.gate != GateKind::none, arm.out_gate != OutputGate::none);
+  if (j.contains("sink_state")) {
+    const auto& s = j["sink_state"];
+    const double ratio = number_or_nan(json_field<json>(s, "max_ratio", "sink_state"), "sink_state.max_ratio");
+    // null is the +inf json_number() wrote (a zero median under a nonzero max)
+    p.sink_state = SinkStateRatio{std::isnan(ratio) ? std::numeric_limits<double>::infinity() : ratio,
+                                  json_field<int64_t>(s, "layer", "sink_state")};
+  }
   return p;
 }
 

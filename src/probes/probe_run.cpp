@@ -3,8 +3,10 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <stdexcept>
 
+#include "attnlab/activation_capture.h"
 #include "attnlab/probe_measures.h"
 #include "attnlab/probe_run.h"
 #include "attnlab/run_dir.h"
@@ -34,12 +36,26 @@ std::vector<std::string> position_conventions() {
   };
 }
 
+// The largest sink-state ratio max / median |x_c| over the residual layers after block 1..n_layer.
+SinkStateRatio sink_state_ratio(GPTImpl& model, const Batch& batch, const c10::Device& device) {
+  const auto capture = capture_activations(model, batch.x.to(device));
+  SinkStateRatio best{-1.0, 0};
+  for (const auto& l : capture.layers)
+    if (l.layer >= 1 && (l.sink.ratio > best.max_ratio || std::isnan(best.max_ratio))) best = {l.sink.ratio, l.layer};
+  return best;
+}
+
 ProbeResult probe_target(TrainedRun& t, Progress* progress) {
   t.provenance.attention = "reference backend, one layer's [B, H, T, T] probabilities at a time";
   auto conventions = position_conventions();
   for (const auto& m : probe_measure_table()) conventions.push_back(m.definition);
   conventions.push_back("per layer: mean over heads; model: mean over every (layer, head)");
-  return {t.provenance, conventions, probe_model(*t.model, t.batches, t.device, progress)};
+  conventions.push_back("sink_state.max_ratio: the largest over residual layers l >= 1 of max_c |x_c| / median_c |x_c| "
+                        "at position 0 of the first probe sequence (the massive-activation ratio; null = +inf)");
+  auto summary = probe_model(*t.model, t.batches, t.device, progress);
+  std::optional<SinkStateRatio> sink;
+  if (!t.batches.empty()) sink = sink_state_ratio(*t.model, t.batches.front(), t.device);
+  return {t.provenance, conventions, std::move(summary), sink};
 }
 
 InjectResult inject_target(TrainedRun& t, const InjectOptions& options, Progress* progress) {
@@ -79,7 +95,9 @@ ProbeResult cached_probe(const ProbeSource& source, const ProbeDataOptions& data
   const auto& cfg = t.model->config();
   const auto& arm = t.model->arm();
   auto fits = [&](const ProbeResult& r) {
-    check_probe_summary(r.summary, arm.sink != SinkKind::none, arm.gate != GateKind::none, cfg.n_layer, cfg.n_head);
+    check_probe_summary(r.summary, arm.sink != SinkKind::none, arm.gate != GateKind::none, cfg.n_layer, cfg.n_head,
+                        arm.out_gate != OutputGate::none);
+    if (!r.sink_state) throw std::invalid_argument("written before the sink-state ratio");  // probe again
   };
   if (auto hit = read_cached_probe(file, result_key(t.provenance), fits)) {
     if (reused) *reused = true;

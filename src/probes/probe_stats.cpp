@@ -49,6 +49,19 @@ void add_per_query(const at::Tensor& values, HeadMeans& means) {  // values (H, 
   for (int64_t h = 0; h < values.size(0); ++h) means.add(h, sums[h].item<double>(), double(values.size(1)));
 }
 
+// One sequence's output gates gamma [T, G] (G = H headwise, H d elementwise, head-major): per head,
+// the sum and count of its values, and of those below kOutGateSparseThreshold.
+void add_out_gate(const at::Tensor& gamma, int64_t H, LayerProbeSums& s) {
+  const auto per_head = gamma.reshape({gamma.size(0), H, -1});  // (T, H, G / H)
+  const std::vector<int64_t> over = {0, 2};  // positions and the head's channels
+  const auto sums = per_head.sum(over), sparse = (per_head < kOutGateSparseThreshold).to(at::kDouble).sum(over);
+  const double n = double(per_head.size(0) * per_head.size(2));
+  for (int64_t h = 0; h < H; ++h) {
+    s.out_gate_mean.add(h, sums[h].item<double>(), n);
+    s.out_gate_sparse_share.add(h, sparse[h].item<double>(), n);
+  }
+}
+
 }  // namespace
 
 template <>
@@ -79,7 +92,7 @@ double HeadMeans::mean(int64_t head) const {
 
 LayerProbeSums::LayerProbeSums(int64_t n_head)
     : first_key_mass(n_head), sink_score(n_head), phantom_mass(n_head), read_norm_ratio(n_head), exposure(n_head),
-      gate_mean(n_head), gate_closed_share(n_head) {}
+      gate_mean(n_head), gate_closed_share(n_head), out_gate_mean(n_head), out_gate_sparse_share(n_head) {}
 
 void accumulate_layer(const LayerProbeInputs& in, LayerProbeSums& s) {
   if (!in.probs.defined() || in.probs.dim() != 4) throw std::invalid_argument("probe: probs must be [B, H, T, T]");
@@ -88,6 +101,11 @@ void accumulate_layer(const LayerProbeInputs& in, LayerProbeSums& s) {
   require_shape(in.read_norm, "read_norm", {B, H, T});
   if (in.phantom.defined()) require_shape(in.phantom, "phantom", {B, H, T});
   if (in.gate.defined()) require_shape(in.gate, "gate", {B, H, T});
+  if (in.out_gate.defined()) {
+    const int64_t G = in.out_gate.dim() == 3 ? in.out_gate.size(2) : 0;
+    if (G == 0 || G % H != 0) throw std::invalid_argument("probe: out_gate must be [B, T, H] or [B, T, H d]");
+    require_shape(in.out_gate, "out_gate", {B, T, G});
+  }
   torch::NoGradGuard no_grad;
   for (int64_t b = 0; b < B; ++b) {
     const auto norms = in.read_norm[b].to(at::kDouble);  // (H, T)
@@ -99,6 +117,7 @@ void accumulate_layer(const LayerProbeInputs& in, LayerProbeSums& s) {
       add_per_query(g, s.gate_mean);
       add_per_query((g < 0.5).to(at::kDouble), s.gate_closed_share);
     }
+    if (in.out_gate.defined()) add_out_gate(in.out_gate[b].to(at::kDouble), H, s);
   }
 }
 

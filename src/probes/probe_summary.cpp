@@ -33,9 +33,11 @@ std::vector<double> head_means(const LayerProbeSums& layer, const ProbeMeasure& 
 
 // The summary of per-head means heads[layer][measure][head] (NaN where nothing was averaged).
 ProbeSummary summary_of_heads(const std::vector<std::vector<std::vector<double>>>& heads, bool has_phantom,
-                              bool has_gate) {
+                              bool has_gate, bool has_out_gate) {
   const auto& table = probe_measure_table();
-  auto value = [&](const ProbeMeasure& m, double v) { return m.applies(has_phantom, has_gate) ? MeasureValue(v) : std::nullopt; };
+  auto value = [&](const ProbeMeasure& m, double v) {
+    return m.applies(has_phantom, has_gate, has_out_gate) ? MeasureValue(v) : std::nullopt;
+  };
   const size_t sink_score = probe_measure_index("sink_score");
   ProbeSummary out;
   std::vector<std::vector<double>> every_head(table.size());  // per measure, every (layer, head)
@@ -83,16 +85,18 @@ void check_range(const ProbeMeasure& m, const MeasureValue& v, const std::string
 
 }  // namespace
 
-ProbeSummary probe_summary(const std::vector<LayerProbeSums>& layers, bool has_phantom, bool has_gate) {
+ProbeSummary probe_summary(const std::vector<LayerProbeSums>& layers, bool has_phantom, bool has_gate,
+                           bool has_out_gate) {
   const auto& table = probe_measure_table();
   std::vector<std::vector<std::vector<double>>> heads(layers.size(), std::vector<std::vector<double>>(table.size()));
   for (size_t l = 0; l < layers.size(); ++l)
     for (size_t i = 0; i < table.size(); ++i)
       if (table[i].kind == ProbeMeasure::Kind::per_head) heads[l][i] = head_means(layers[l], table[i]);
-  return summary_of_heads(heads, has_phantom, has_gate);
+  return summary_of_heads(heads, has_phantom, has_gate, has_out_gate);
 }
 
-void check_probe_summary(const ProbeSummary& s, bool has_phantom, bool has_gate, int64_t n_layer, int64_t n_head) {
+void check_probe_summary(const ProbeSummary& s, bool has_phantom, bool has_gate, int64_t n_layer, int64_t n_head,
+                         bool has_out_gate) {
   const auto& table = probe_measure_table();
   if (int64_t(s.layers.size()) != n_layer)
     inconsistent(std::to_string(s.layers.size()) + " layers, but the model has " + std::to_string(n_layer));
@@ -114,7 +118,7 @@ void check_probe_summary(const ProbeSummary& s, bool has_phantom, bool has_gate,
     }
   }
   // The means and sink rates must be those of the per-head values they summarise.
-  const auto want = summary_of_heads(heads, has_phantom, has_gate);
+  const auto want = summary_of_heads(heads, has_phantom, has_gate, has_out_gate);
   for (size_t i = 0; i < table.size(); ++i) {
     for (size_t l = 0; l < s.layers.size(); ++l)
       if (!same_value(s.layers[l].mean.values[i], want.layers[l].mean.values[i]))

@@ -68,6 +68,16 @@ const std::vector<Contrast>& spec_contrasts() {
       gain("gain_renorm", "routing control renorm", "renorm"),
       overlap("overlap_norm", "2x2 overlap (norm gate)", "norm_gate", "combo"),
       overlap("overlap_proj", "2x2 overlap (projection gate)", "proj_gate", "combo2"),
+      // The output gate (docs/arms.md, "The output gate"): its gain, what it adds to exact abstention,
+      // the query-side gate against the key-side filter, and the 2x2 of sink and output gate.
+      gain("gain_out_gate", "output-gate gain", "out_gate"),
+      gain("gain_out_gate_elem", "output-gate gain (elementwise)", "out_gate_elem"),
+      {"out_gate_granularity", "output-gate granularity", "L(out_gate) - L(out_gate_elem)",
+       {{"out_gate", +1}, {"out_gate_elem", -1}}},
+      {"out_gate_over_sink", "output gate over exact abstention", "L(sink_logit) - L(sink_out_gate)",
+       {{"sink_logit", +1}, {"sink_out_gate", -1}}},
+      {"out_gate_vs_filter", "output gate vs filter", "L(proj_gate) - L(out_gate)", {{"proj_gate", +1}, {"out_gate", -1}}},
+      overlap("overlap_out_gate", "2x2 overlap (sink x output gate)", "out_gate", "sink_out_gate"),
   };
   return contrasts;
 }

@@ -63,6 +63,15 @@ std::vector<double> model_values(const Runs& runs, const std::string& measure) {
   return out;
 }
 
+// The massive-activation ratio of the arm's runs whose probe has a finite one.
+std::vector<double> sink_state_ratios(const Runs& runs) {
+  std::vector<double> out;
+  for (const auto* r : runs)
+    if (r->probe && r->probe->sink_state && std::isfinite(r->probe->sink_state->max_ratio))
+      out.push_back(r->probe->sink_state->max_ratio);
+  return out;
+}
+
 // The paper's figure for `measure` in one of its rows; none where it reports none.
 std::optional<double> paper_value(const PaperProbeRow& p, const std::string& measure) {
   if (measure == "first_key_mass") return p.first_key_mass;
@@ -79,12 +88,13 @@ void probe_table(std::ostream& out, const std::map<std::string, Runs>& arms, boo
     if (m.in_tables) cols.push_back(&m);
   out << "| arm |";
   for (const auto* m : cols) out << " " << m->label << " |";
-  out << " n |\n|---|";
-  for (size_t i = 0; i <= cols.size(); ++i) out << "---:|";
+  out << " sink-state max / median | n |\n|---|";
+  for (size_t i = 0; i <= cols.size() + 1; ++i) out << "---:|";
   out << "\n";
   for (const auto& arm : arm_order(arms)) {
     out << "| " << arm << " |";
     for (const auto* m : cols) out << " " << stat_cell(model_values(arms.at(arm), m->name), m->percent) << " |";
+    out << " " << stat_cell(sink_state_ratios(arms.at(arm)), false, 1) << " |";
     out << " " << model_values(arms.at(arm), "exposure").size() << " |\n";
   }
   if (!compare_paper) return;
@@ -94,7 +104,7 @@ void probe_table(std::ostream& out, const std::map<std::string, Runs>& arms, boo
       const auto v = paper_value(p, m->name);
       out << (v ? " " + opt_cell(v, m->percent) + " |" : " |");
     }
-    out << " |\n";
+    out << " | |\n";
   }
 }
 
@@ -170,7 +180,8 @@ std::string probe_tables_markdown(const ProbeReport& results, bool compare_paper
       out << "## Trained-model measurements, tier " << group << " (mean ± sd over seeds; model = mean over every "
           << "layer and head; first key = position 0, sink_token's learned token)\n\n";
       probe_table(out, arms, compare_paper);
-      out << "\n";
+      out << "\nsink-state max / median: the massive-activation ratio, the largest over residual layers of max_c |x_c| "
+             "/ median_c |x_c| at position 0 of the first probe sequence (docs/activations.md).\n\n";
     }
     if (any_inject) {
       out << "## Junk injection, tier " << group << ": validation-loss increase over clean (nats; mean ± sd over seeds)\n\n";

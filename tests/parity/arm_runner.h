@@ -105,11 +105,13 @@ inline ArmSpec arm_named(const std::string& name) {
   return name == "renorm_proj" ? with_routing_gate(arm_by_name("renorm"), GateKind::projection) : arm_by_name(name);
 }
 
-/// Every in-attention arm, plus renorm_proj. sink_token acts on the sequence (model-level tests).
+/// Every in-attention arm, plus renorm_proj. sink_token acts on the sequence and the output gate after
+/// the attention, whose core is another arm's (out_gate's is baseline's): model-level and
+/// test_golden_output_gate tests cover them.
 inline std::vector<std::string> in_attention_arm_names() {
   std::vector<std::string> names;
   for (const auto& arm : all_arms())
-    if (!arm.sink_token) names.push_back(arm.name);
+    if (!arm.sink_token && arm.out_gate == OutputGate::none) names.push_back(arm.name);
   names.push_back("renorm_proj");
   return names;
 }

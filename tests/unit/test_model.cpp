@@ -39,16 +39,21 @@ class EveryArm : public ::testing::TestWithParam<std::string> {};
 
 // docs/arms.md's table, written out per arm: L layers, H heads, head dim d, width D. An arm the table
 // does not list (the tenth-arm test's) gets the rule the table follows: H for a learned sink logit, H
-// for a norm gate, H (d + 1) for a projection gate, per layer, and D once for a sink token.
+// for a norm gate, H (d + 1) for a projection gate, H (D + 1) or H d (D + 1) for a headwise or
+// elementwise output gate, per layer, and D once for a sink token.
 TEST_P(EveryArm, ExtraParameterCountMatchesSpecTable) {
   const int64_t L = 6, H = 6, d = 64, D = 384;
   const std::map<std::string, int64_t> table = {
       {"baseline", 0},         {"off_by_one", 0},      {"sink_token", D},    {"sink_logit", L * H},
       {"norm_gate", L * H},    {"proj_gate", L * H * (d + 1)}, {"renorm", L * H},
-      {"combo", L * 2 * H},    {"combo2", L * H * (d + 2)}};
+      {"combo", L * 2 * H},    {"combo2", L * H * (d + 2)},  {"out_gate", L * H * (D + 1)},
+      {"out_gate_elem", L * H * d * (D + 1)},                 {"sink_out_gate", L * H * (D + 2)}};
   const auto& arm = arm_by_name(GetParam());
   const int64_t gate = arm.gate == GateKind::norm ? H : arm.gate == GateKind::projection ? H * (d + 1) : 0;
-  const int64_t by_rule = L * ((arm.sink == SinkKind::learned ? H : 0) + gate) + (arm.sink_token ? D : 0);
+  const int64_t out_gate = arm.out_gate == OutputGate::headwise ? H * (D + 1)
+                           : arm.out_gate == OutputGate::elementwise ? H * d * (D + 1) : 0;
+  const int64_t by_rule =
+      L * ((arm.sink == SinkKind::learned ? H : 0) + gate + out_gate) + (arm.sink_token ? D : 0);
   EXPECT_EQ(arm_extra_params(arm, L, H, d, D), table.count(arm.name) ? table.at(arm.name) : by_rule);
 }
 
@@ -116,7 +121,8 @@ TEST(Model, RegistryHoldsExactlyTheSpecArms) {
   for (const auto& arm : all_arms())
     if (arm.name != testing_extra::extra_arm_name()) names.insert(arm.name);
   EXPECT_EQ(names, (std::set<std::string>{"baseline", "off_by_one", "sink_token", "sink_logit", "norm_gate",
-                                          "proj_gate", "renorm", "combo", "combo2"}));
+                                          "proj_gate", "renorm", "combo", "combo2", "out_gate",
+                                          "out_gate_elem", "sink_out_gate"}));
 }
 
 TEST(Model, WeightDecayGroupsFollowSpec) {

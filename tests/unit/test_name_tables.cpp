@@ -163,8 +163,9 @@ TEST_F(ConfigNames, EveryNameIsReadAndWrittenBackAsTheSameWord) {
 // sink_token; the config check and arm_attention() ask the same function.
 TEST_F(ConfigNames, TheSdpaRuleIsOneFunctionForTheConfigAndTheBackend) {
   for (const std::string name : {"baseline", "off_by_one", "sink_token", "sink_logit", "norm_gate", "proj_gate",
-                                 "renorm", "combo", "combo2"}) {
-    const bool plain = name == "baseline" || name == "sink_token";
+                                 "renorm", "combo", "combo2", "out_gate", "out_gate_elem", "sink_out_gate"}) {
+    // The output gate acts after the attention: out_gate's attention is baseline's plain softmax.
+    const bool plain = name == "baseline" || name == "sink_token" || name == "out_gate" || name == "out_gate_elem";
     const auto arm = with_routing_gate(arm_by_name(name), GateKind::norm);
     EXPECT_EQ(computes_plain_softmax(arm), plain) << name;
     EXPECT_EQ(backend_computes_arm(AttentionBackend::sdpa, arm), plain) << name;

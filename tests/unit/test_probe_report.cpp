@@ -44,8 +44,12 @@ TEST(ProbeTables, MeansAndSdsOverSeedsPerArm) {
       {run("baseline", 1, 0.02, 0.2, 0.01), run("baseline", 2, 0.04, 0.3, 0.03), run("sink_logit", 1, 0.005, 0.1, -0.002)},
       {0.4},
       0};
-  const auto md = probe_tables_markdown(results, false);
-  EXPECT_NE(md.find("| baseline | 3.00% ± 1.41% | 0.00% ± 0.00% | 0.500 ± 0.000 | - | 25.00% ± 7.07% | - | - | 2 |"),
+  ProbeReport with_ratio = results;  // the massive-activation ratio 200 and 400 -> 300.0 ± 141.4
+  with_ratio.runs[0].probe->sink_state = SinkStateRatio{200.0, 2};
+  with_ratio.runs[1].probe->sink_state = SinkStateRatio{400.0, 1};
+  const auto md = probe_tables_markdown(with_ratio, false);
+  EXPECT_NE(md.find("| baseline | 3.00% ± 1.41% | 0.00% ± 0.00% | 0.500 ± 0.000 | - | 25.00% ± 7.07% | - | - | - | - "
+                    "| 300.0 ± 141.4 | 2 |"),
             std::string::npos)
       << md;
   EXPECT_NE(md.find("| sink_logit | 0.50% |"), std::string::npos) << md;

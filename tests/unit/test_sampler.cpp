@@ -101,7 +101,8 @@ TEST_P(EveryArmSampling, TheSameSeedGivesTheSameTokens) {
 
 INSTANTIATE_TEST_SUITE_P(AllArms, EveryArmSampling,
                          ::testing::Values("baseline", "off_by_one", "sink_token", "sink_logit", "norm_gate",
-                                           "proj_gate", "renorm", "combo", "combo2"),
+                                           "proj_gate", "renorm", "combo", "combo2", "out_gate", "out_gate_elem",
+                                           "sink_out_gate"),
                          [](const auto& info) { return info.param; });
 
 TEST(ContextStart, RestartsFromHalfTheBlock) {

@@ -30,16 +30,16 @@ void add_arms_command(CLI::App& app) {
     std::cout << fmt::format("model: n_layer={} n_head={} d_model={} head_dim={} vocab={} (padded {})\n\n",
                              cfg->n_layer, cfg->n_head, cfg->d_model, cfg->head_dim(), cfg->vocab_size,
                              cfg->padded_vocab());
-    std::cout << fmt::format("| {:<10} | {:<10} | {:<10} | {:<7} | {:>11} | {:>14} | {}\n", "arm", "sink",
-                             "gate", "slot", "extra params", "non-embedding", "what it is");
+    std::cout << fmt::format("| {:<13} | {:<10} | {:<10} | {:<7} | {:<11} | {:>12} | {:>14} | {}\n", "arm",
+                             "sink", "gate", "slot", "output gate", "extra params", "non-embedding", "what it is");
     for (const auto& spec : all_arms()) {
       ModelConfig c = *cfg;
       c.arm = spec.name;
       const auto counts = count_params(c);
       const auto arm = c.arm_spec();
-      std::cout << fmt::format("| {:<10} | {:<10} | {:<10} | {:<7} | {:>12} | {:>14} | {}\n", arm.name,
+      std::cout << fmt::format("| {:<13} | {:<10} | {:<10} | {:<7} | {:<11} | {:>12} | {:>14} | {}\n", arm.name,
                                to_string(arm.sink), to_string(arm.gate),
-                               arm.gate == GateKind::none ? "-" : to_string(arm.slot),
+                               arm.gate == GateKind::none ? "-" : to_string(arm.slot), to_string(arm.out_gate),
                                counts.arm_extra, counts.non_embedding, arm.summary);
     }
   });

@@ -3,6 +3,7 @@
 // and to the same arm's on the first backend, all from the same run. Arms and backends are
 // interleaved round by round so machine drift hits them all alike; the median of the rounds is
 // reported.
+#include <algorithm>
 #include <iostream>
 #include <map>
 
@@ -23,6 +24,7 @@ struct Options {
   bench::ModelDims dims;
   int64_t batch = 8, seq_len = 256, rounds = 7, threads = 0;
   std::vector<std::string> backends{"reference"};
+  std::vector<std::string> arms;  ///< empty = every arm; baseline is always timed (the ratios' yardstick)
   bool cpu_clock = false;
 };
 
@@ -46,6 +48,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.threads, "Intra-op threads (0 = default)")->capture_default_str();
   app.add_option("--backend", o.backends, "Attention backends (reference | fused | flash | auto; several: compared)")
       ->capture_default_str();
+  app.add_option("--arms", o.arms, "Arms to time (default: every arm; baseline is always added)");
   app.add_flag("--cpu-clock", o.cpu_clock, "Time with the process's CPU clock (with --threads 1: immune to machine load)");
   CLI11_PARSE(app, argc, argv);
   if (o.threads > 0) torch::set_num_threads(static_cast<int>(o.threads));
@@ -54,6 +57,9 @@ int main(int argc, char** argv) {
   std::map<std::pair<std::string, std::string>, GPT> models;
   for (const auto& backend : o.backends) {
     for (const auto& arm : all_arms()) {
+      const bool wanted = o.arms.empty() || arm.name == "baseline" ||
+                          std::find(o.arms.begin(), o.arms.end(), arm.name) != o.arms.end();
+      if (!wanted) continue;
       ModelConfig cfg = o.dims.config(o.seq_len);
       cfg.arm = arm.name;
       GPT model(cfg);

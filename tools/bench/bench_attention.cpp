@@ -39,6 +39,7 @@
 
 #include "attnlab/arm_attention.h"
 #include "attnlab/arm_params.h"
+#include "attnlab/output_gate.h"
 #include "attnlab/copy_count.h"
 #include "attnlab/cpu_math.h"
 #include "attnlab/cudnn_attention.h"
@@ -89,11 +90,13 @@ double causal_flops(const Setup& s, int64_t T, bool backward) {
 
 /// Inputs of one case, laid out as in the model: q, k, v [B, H, T, d] are views of one [B, T, 3, H, d]
 /// tensor (c_attn's output), the output goes back to [B, T, H, d] memory as the layer's transpose
-/// does, and its gradient arrives there; the arm's parameters at their initial values.
+/// does, and its gradient arrives there; the arm's parameters at their initial values. An output
+/// gate is computed from x [B, T, H d] (ln_1's output) and applied before that transpose's result.
 struct Workload {
   attnlab::ArmSpec arm;
   AttentionBackend backend;
   at::Tensor qkv, d_y;
+  at::Tensor x, out_gate_w, out_gate_c;  ///< output-gate arms only
   attnlab::ArmLayerParams params;
   std::vector<at::Tensor> leaves;
 
@@ -110,7 +113,10 @@ struct Workload {
       if (p.name == "gate_tau") params.gate_tau = t;
       if (p.name == "gate_w") params.gate_w = t;
       if (p.name == "gate_c") params.gate_c = t;
+      if (p.name == "out_gate_w") out_gate_w = t.to(opts.dtype());
+      if (p.name == "out_gate_c") out_gate_c = t.to(opts.dtype());
     }
+    if (arm.out_gate != attnlab::OutputGate::none) x = leaf(at::randn({s.B, c.T, s.H * s.d}, opts));
   }
 
   /// One forward (and backward): exactly what a training step's attention layer does between c_attn
@@ -120,8 +126,10 @@ struct Workload {
     auto head = [&](int64_t i) { return qkv.select(2, i).transpose(1, 2); };  // [B, H, T, d] view
     const auto keys = attnlab::prepare_keys(arm, params, head(1), head(2), false, backend);
     const auto out = attnlab::arm_attention(arm, params, head(0), keys, false, backend);
-    const auto y = out.o.transpose(1, 2).contiguous();  // [B, T, H, d], as the layer hands c_proj
-    if (backward) y.backward(d_y);
+    at::Tensor gamma;
+    if (arm.out_gate != attnlab::OutputGate::none) gamma = attnlab::output_gate_values(x, out_gate_w, out_gate_c);
+    const auto y = attnlab::gated_heads(out.o, gamma, arm.out_gate);  // [B, T, H d], as the layer hands c_proj
+    if (backward) y.backward(d_y.view_as(y));
   }
 };
 

@@ -400,7 +400,8 @@ void expect_bit_identical_resume(const std::string& arm) {
 }
 
 TEST(Checkpoint, AdamWResumeIsBitIdentical) {
-  for (const char* arm : {"baseline", "combo", "sink_token"}) expect_bit_identical_resume(arm);
+  for (const char* arm : {"baseline", "combo", "sink_token", "out_gate_elem", "sink_out_gate"})
+    expect_bit_identical_resume(arm);
 }
 
 TEST(Checkpoint, OptimizerTensorsAreNamedByParameter) {

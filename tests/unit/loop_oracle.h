@@ -76,4 +76,25 @@ inline LoopOutputs loop_attention(const ArmSpec& arm, const LoopInputs& in) {
   return out;
 }
 
+/// The output gate (docs/arms.md, "The output gate") after loop_attention's o [B][H][T][d]:
+/// x [B][T][D] with D = H d, W_g [D][G], c_g [G], G = H (headwise) or H d (elementwise, column
+/// h d + c gates channel c of head h). Returns the gated o in the same layout.
+inline std::vector<double> loop_output_gate(const ArmSpec& arm, const std::vector<double>& o, int B, int H, int T,
+                                            int d, const std::vector<double>& x, const std::vector<double>& w,
+                                            const std::vector<double>& c) {
+  const int D = H * d, G = arm.out_gate == OutputGate::headwise ? H : D;
+  std::vector<double> out = o;
+  if (arm.out_gate == OutputGate::none) return out;
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t)
+      for (int h = 0; h < H; ++h)
+        for (int e = 0; e < d; ++e) {
+          const int col = G == H ? h : h * d + e;
+          double z = c[col];
+          for (int i = 0; i < D; ++i) z += x[(b * T + t) * D + i] * w[i * G + col];
+          out[((b * H + h) * T + t) * d + e] *= sigmoid(z);
+        }
+  return out;
+}
+
 }  // namespace attnlab::testing

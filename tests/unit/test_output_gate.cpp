@@ -8,7 +8,9 @@
 
 #include <torch/torch.h>
 
+#include "attnlab/arm_attention.h"
 #include "attnlab/arm_params.h"
+#include "attnlab/attention_backend.h"
 #include "attnlab/init.h"
 #include "attnlab/model.h"
 #include "attnlab/output_gate.h"
@@ -16,6 +18,8 @@
 #include "attnlab/probe_measures.h"
 #include "attnlab/probe_result.h"
 #include "attnlab/probes.h"
+#include "loop_oracle.h"
+#include "test_helpers.h"
 
 namespace attnlab {
 namespace {
@@ -66,6 +70,37 @@ TEST(OutputGate, GatedHeadsEqualAPlainLoop) {
         }
   EXPECT_THROW(gated_heads(o, channel, OutputGate::headwise), std::invalid_argument);
   EXPECT_THROW(output_gate_values(torch::ones({1, 2, 3}), torch::ones({4, 2}), torch::ones({2})), std::invalid_argument);
+}
+
+// The layer's path (reference and fused attention, then the gate) against the plain-loop oracle,
+// every output-gate arm, on random inputs of an odd length with the gate away from its init.
+TEST(OutputGate, LayerPathEqualsTheLoopOracle) {
+  const int B = 2, H = 3, T = 7, d = 4, D = H * d;
+  torch::manual_seed(5);
+  auto draw = [](at::IntArrayRef shape) { return torch::randn(shape, at::kDouble); };
+  const auto q = draw({B, H, T, d}), k = draw({B, H, T, d}), v = draw({B, H, T, d}), x = draw({B, T, D});
+  const auto b = draw({H});
+  for (const char* name : {"out_gate", "out_gate_elem", "sink_out_gate"}) {
+    const auto& arm = arm_by_name(name);
+    const int G = arm.out_gate == OutputGate::headwise ? H : D;
+    const auto w = draw({D, G}), c = draw({G});
+    testing::LoopInputs in{B, H, T, d, testing::to_vector(q), testing::to_vector(k), testing::to_vector(v),
+                           testing::to_vector(b), {}, {}, {}};
+    const auto core = testing::loop_attention(arm, in);
+    const auto want = testing::loop_output_gate(arm, core.o, B, H, T, d, testing::to_vector(x),
+                                                testing::to_vector(w), testing::to_vector(c));
+    ArmLayerParams params;
+    if (arm.sink == SinkKind::learned) params.sink_logit = b;
+    for (auto backend : {AttentionBackend::reference, AttentionBackend::fused}) {
+      const auto keys = prepare_keys(arm, params, k, v, false, backend);
+      const auto o = arm_attention(arm, params, q, keys, false, backend).o;
+      const auto y = gated_heads(o, output_gate_values(x, w, c), arm.out_gate);  // [B, T, H d]
+      const auto got = testing::to_vector(y.view({B, T, H, d}).transpose(1, 2).contiguous());
+      double worst = 0;
+      for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
+      EXPECT_LT(worst, 1e-12) << name << " " << to_string(backend);
+    }
+  }
 }
 
 ModelConfig micro(const std::string& arm) {

@@ -2,7 +2,8 @@
 // ATTNLAB_TEST_EXTRA_ARM is "name:sink=learned,gate=norm,slot=routing" (features omitted: none, none,
 // value; sink_token=1 for a prepended token; out_gate=headwise|elementwise for an output gate), the arm is registered before any suite enumerates the
 // registry, so every test parameterised over all_arms() also runs over it. ATTNLAB_TEST_GOLDEN_FILE
-// names a file of tools/golden_arms.py whose arms are added to tests/data/golden/attention_arms.json.
+// names a file of tools/golden_arms.py whose arms are added to tests/data/golden/attention_arms.json,
+// or to output_gate_arms.json for an arm with an output gate.
 // Every suite that enumerates arms includes this header.
 #pragma once
 
@@ -76,23 +77,38 @@ inline std::string registry_arm_yaml_items() {
   return items;
 }
 
-/// tests/data/golden/attention_arms.json, plus the arms of ATTNLAB_TEST_GOLDEN_FILE (same inputs).
-inline const nlohmann::json& golden_values() {
-  static const nlohmann::json data = [] {
-    auto read = [](const std::string& path) {
-      std::ifstream in(path);
-      if (!in) throw std::runtime_error("cannot open " + path);
-      return nlohmann::json::parse(in);
-    };
-    auto g = read(std::string(ATTNLAB_SOURCE_DIR) + "/tests/data/golden/attention_arms.json");
-    if (const char* extra = std::getenv("ATTNLAB_TEST_GOLDEN_FILE"); extra && *extra) {
-      const auto more = read(extra);
-      for (const char* input : {"q", "k", "v", "R"})
-        if (more[input] != g[input]) throw std::runtime_error(std::string(extra) + ": other inputs than the golden file");
-      for (const auto& [name, values] : more["arms"].items()) g["arms"][name] = values;
+/// `file` of tests/data/golden/ plus the arms of ATTNLAB_TEST_GOLDEN_FILE that have (or, without
+/// `output_gate`, lack) an output gate: an output-gate arm's case stores its gate values ("out_gate").
+/// The extra file must hold the same inputs.
+inline nlohmann::json golden_file_with_extra(const std::string& file, bool output_gate) {
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error("cannot open " + path);
+    return nlohmann::json::parse(in);
+  };
+  auto g = read(std::string(ATTNLAB_SOURCE_DIR) + "/tests/data/golden/" + file);
+  if (const char* extra = std::getenv("ATTNLAB_TEST_GOLDEN_FILE"); extra && *extra) {
+    const auto more = read(extra);
+    for (const char* input : {"q", "k", "v", "R"})
+      if (more[input] != g[input]) throw std::runtime_error(std::string(extra) + ": other inputs than the golden file");
+    for (const auto& [name, values] : more["arms"].items()) {
+      if (values.contains("out_gate") != output_gate) continue;
+      if (output_gate && more["x"] != g["x"]) throw std::runtime_error(std::string(extra) + ": another x than " + file);
+      g["arms"][name] = values;
     }
-    return g;
-  }();
+  }
+  return g;
+}
+
+/// tests/data/golden/attention_arms.json, plus the extra file's arms without an output gate.
+inline const nlohmann::json& golden_values() {
+  static const nlohmann::json data = golden_file_with_extra("attention_arms.json", false);
+  return data;
+}
+
+/// tests/data/golden/output_gate_arms.json, plus the extra file's arms with an output gate.
+inline const nlohmann::json& output_gate_golden_values() {
+  static const nlohmann::json data = golden_file_with_extra("output_gate_arms.json", true);
   return data;
 }
 

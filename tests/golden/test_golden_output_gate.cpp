@@ -5,7 +5,7 @@
 // attention_arms.json: outputs 1e-12, gradients 1e-7 (central finite differences, error ~1e-9).
 #include <gtest/gtest.h>
 
-#include <fstream>
+#include <map>
 #include <functional>
 #include <tuple>
 
@@ -15,19 +15,15 @@
 #include "attnlab/arm_attention.h"
 #include "attnlab/attention_backend.h"
 #include "attnlab/output_gate.h"
+#include "extra_arm.h"
 
 namespace attnlab {
 namespace {
 
 using json = nlohmann::json;
 
-const json& golden() {
-  static const json g = [] {
-    std::ifstream in(std::string(ATTNLAB_SOURCE_DIR) + "/tests/data/golden/output_gate_arms.json");
-    return json::parse(in);
-  }();
-  return g;
-}
+// output_gate_arms.json, plus the tenth-arm test's arm when it has an output gate (extra_arm.h).
+const json& golden() { return testing_extra::output_gate_golden_values(); }
 
 // Nested JSON lists -> float64 tensor of their own shape.
 at::Tensor tensor_of(const json& j) {
@@ -61,8 +57,11 @@ TEST_P(GoldenOutputGate, LayerReproducesIndependentValues) {
   auto v = leaf(tensor_of(g["v"]).unsqueeze(0)), x = leaf(tensor_of(g["x"]).unsqueeze(0));  // x [1, T, d_model]
   const auto& p = want["params"];
   auto w = leaf(tensor_of(p["out_gate_w"])), c = leaf(tensor_of(p["out_gate_c"]));
-  ArmLayerParams params;
-  if (p.contains("sink_logit")) params.sink_logit = leaf(tensor_of(p["sink_logit"]));
+  ArmLayerParams params;  // the golden file's names: sink_logit, tau, w, c (README beside it)
+  std::map<std::string, at::Tensor*> slots = {{"sink_logit", &params.sink_logit}, {"tau", &params.gate_tau},
+                                              {"w", &params.gate_w}, {"c", &params.gate_c}};
+  for (const auto& [param, slot] : slots)
+    if (p.contains(param)) *slot = leaf(tensor_of(p[param]));
 
   const auto keys = prepare_keys(arm, params, k, v, false, backend);
   const auto att = arm_attention(arm, params, q, keys, false, backend);
@@ -84,7 +83,8 @@ TEST_P(GoldenOutputGate, LayerReproducesIndependentValues) {
   const auto& grad = want["grad"];
   std::map<std::string, at::Tensor> got = {{"q", q.grad()[0]}, {"k", k.grad()[0]}, {"v", v.grad()[0]},
                                            {"x", x.grad()[0]}, {"out_gate_w", w.grad()}, {"out_gate_c", c.grad()}};
-  if (params.sink_logit.defined()) got["sink_logit"] = params.sink_logit.grad();
+  for (const auto& [param, slot] : slots)
+    if (slot->defined()) got[param] = slot->grad();
   EXPECT_EQ(grad.size(), got.size()) << "the golden file lists another set of gradients";
   for (const auto& [param, values] : grad.items()) {
     ASSERT_TRUE(got.count(param)) << "no gradient for " << param;

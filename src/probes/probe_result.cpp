@@ -19,12 +19,12 @@ using nlohmann::json;
 
 bool per_head(const ProbeMeasure& m) { return m.kind == ProbeMeasure::Kind::per_head; }
 
-// A measure's value as written: null where the arm lacks it; a number, or null for NaN, where it has it.
 // The arm's features, as the measures' applies() takes them.
 struct ArmHas {
   bool sink, gate, out_gate;
 };
 
+// A measure's value as written: null where the arm lacks it; a number, or null for NaN, where it has it.
 MeasureValue read_value(const ProbeMeasure& m, const json& v, const ArmHas& has, const std::string& where) {
   if (m.applies(has.sink, has.gate, has.out_gate)) return number_or_nan(v, where);
   if (!v.is_null()) throw std::invalid_argument(where + " holds " + v.dump() + ", but the arm has no " + m.name);

@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
-#include <cmath>
 #include <stdexcept>
 
 #include "attnlab/activation_capture.h"
@@ -41,7 +40,7 @@ SinkStateRatio sink_state_ratio(GPTImpl& model, const Batch& batch, const c10::D
   const auto capture = capture_activations(model, batch.x.to(device));
   SinkStateRatio best{-1.0, 0};
   for (const auto& l : capture.layers)
-    if (l.layer >= 1 && (l.sink.ratio > best.max_ratio || std::isnan(best.max_ratio))) best = {l.sink.ratio, l.layer};
+    if (l.layer >= 1 && l.sink.ratio > best.max_ratio) best = {l.sink.ratio, l.layer};  // ratios are >= 0 or +inf
   return best;
 }
 

@@ -113,8 +113,8 @@ struct Workload {
       if (p.name == "gate_tau") params.gate_tau = t;
       if (p.name == "gate_w") params.gate_w = t;
       if (p.name == "gate_c") params.gate_c = t;
-      if (p.name == "out_gate_w") out_gate_w = t.to(opts.dtype());
-      if (p.name == "out_gate_c") out_gate_c = t.to(opts.dtype());
+      if (p.name == "out_gate_w") out_gate_w = t;
+      if (p.name == "out_gate_c") out_gate_c = t;
     }
     if (arm.out_gate != attnlab::OutputGate::none) x = leaf(at::randn({s.B, c.T, s.H * s.d}, opts));
   }
@@ -127,7 +127,8 @@ struct Workload {
     const auto keys = attnlab::prepare_keys(arm, params, head(1), head(2), false, backend);
     const auto out = attnlab::arm_attention(arm, params, head(0), keys, false, backend);
     at::Tensor gamma;
-    if (arm.out_gate != attnlab::OutputGate::none) gamma = attnlab::output_gate_values(x, out_gate_w, out_gate_c);
+    if (arm.out_gate != attnlab::OutputGate::none)  // float32 leaves cast per step, as autocast does in training
+      gamma = attnlab::output_gate_values(x, out_gate_w.to(x.scalar_type()), out_gate_c.to(x.scalar_type()));
     const auto y = attnlab::gated_heads(out.o, gamma, arm.out_gate);  // [B, T, H d], as the layer hands c_proj
     if (backward) y.backward(d_y.view_as(y));
   }

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <functional>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
@@ -16,6 +15,7 @@
 #include "attnlab/attention_backend.h"
 #include "attnlab/output_gate.h"
 #include "extra_arm.h"
+#include "golden_tensor.h"
 
 namespace attnlab {
 namespace {
@@ -25,18 +25,7 @@ using json = nlohmann::json;
 // output_gate_arms.json, plus the tenth-arm test's arm when it has an output gate (extra_arm.h).
 const json& golden() { return testing_extra::output_gate_golden_values(); }
 
-// Nested JSON lists -> float64 tensor of their own shape.
-at::Tensor tensor_of(const json& j) {
-  std::vector<double> flat;
-  std::vector<int64_t> shape;
-  std::function<void(const json&, size_t)> walk = [&](const json& x, size_t depth) {
-    if (!x.is_array()) return flat.push_back(x.get<double>());
-    if (shape.size() == depth) shape.push_back(static_cast<int64_t>(x.size()));
-    for (const auto& e : x) walk(e, depth + 1);
-  };
-  walk(j, 0);
-  return torch::tensor(flat, at::kDouble).view(shape).clone();
-}
+using testing_extra::golden_tensor;
 
 void expect_close(const at::Tensor& got, const at::Tensor& want, double tol, const std::string& what) {
   ASSERT_EQ(got.sizes(), want.sizes()) << what;
@@ -53,32 +42,32 @@ TEST_P(GoldenOutputGate, LayerReproducesIndependentValues) {
   const auto& arm = arm_by_name(name);
   const int64_t H = g["shape"][0], T = g["shape"][1], d = g["shape"][2];
   auto leaf = [](at::Tensor t) { return t.requires_grad_(true); };
-  auto q = leaf(tensor_of(g["q"]).unsqueeze(0)), k = leaf(tensor_of(g["k"]).unsqueeze(0));
-  auto v = leaf(tensor_of(g["v"]).unsqueeze(0)), x = leaf(tensor_of(g["x"]).unsqueeze(0));  // x [1, T, d_model]
+  auto q = leaf(golden_tensor(g["q"]).unsqueeze(0)), k = leaf(golden_tensor(g["k"]).unsqueeze(0));
+  auto v = leaf(golden_tensor(g["v"]).unsqueeze(0)), x = leaf(golden_tensor(g["x"]).unsqueeze(0));  // x [1, T, d_model]
   const auto& p = want["params"];
-  auto w = leaf(tensor_of(p["out_gate_w"])), c = leaf(tensor_of(p["out_gate_c"]));
+  auto w = leaf(golden_tensor(p["out_gate_w"])), c = leaf(golden_tensor(p["out_gate_c"]));
   ArmLayerParams params;  // the golden file's names: sink_logit, tau, w, c (README beside it)
   std::map<std::string, at::Tensor*> slots = {{"sink_logit", &params.sink_logit}, {"tau", &params.gate_tau},
                                               {"w", &params.gate_w}, {"c", &params.gate_c}};
   for (const auto& [param, slot] : slots)
-    if (p.contains(param)) *slot = leaf(tensor_of(p[param]));
+    if (p.contains(param)) *slot = leaf(golden_tensor(p[param]));
 
   const auto keys = prepare_keys(arm, params, k, v, false, backend);
   const auto att = arm_attention(arm, params, q, keys, false, backend);
   const auto gamma = output_gate_values(x, w, c);
   const auto y = gated_heads(att.o, gamma, arm.out_gate);  // [1, T, H d]
   const auto o = y.view({1, T, H, d}).transpose(1, 2);     // the file's [H, T, d] layout
-  (o * tensor_of(g["R"]).unsqueeze(0)).sum().backward();
+  (o * golden_tensor(g["R"]).unsqueeze(0)).sum().backward();
 
-  expect_close(o, tensor_of(want["o"]).unsqueeze(0), 1e-12, name + " o");
-  const auto gate_want = tensor_of(want["out_gate"]);  // [H, T] or [H, T, d]
+  expect_close(o, golden_tensor(want["o"]).unsqueeze(0), 1e-12, name + " o");
+  const auto gate_want = golden_tensor(want["out_gate"]);  // [H, T] or [H, T, d]
   const auto gate_got = arm.out_gate == OutputGate::headwise ? gamma[0].t() : gamma[0].view({T, H, d}).transpose(0, 1);
   expect_close(gate_got, gate_want, 1e-12, name + " gate values");
   if (att.lse.defined()) {  // sdpa leaves lse undefined
-    expect_close(att.lse, tensor_of(want["lse"]).unsqueeze(0), 1e-12, name + " lse (the gate leaves it)");
+    expect_close(att.lse, golden_tensor(want["lse"]).unsqueeze(0), 1e-12, name + " lse (the gate leaves it)");
     const auto sink = effective_sink_logit(arm, params, H, q.options());
     const auto phantom = sink.defined() ? phantom_mass(att.lse, sink) : at::zeros_like(att.lse);
-    expect_close(phantom, tensor_of(want["phantom_mass"]).unsqueeze(0), 1e-12, name + " phantom mass");
+    expect_close(phantom, golden_tensor(want["phantom_mass"]).unsqueeze(0), 1e-12, name + " phantom mass");
   }
   const auto& grad = want["grad"];
   std::map<std::string, at::Tensor> got = {{"q", q.grad()[0]}, {"k", k.grad()[0]}, {"v", v.grad()[0]},
@@ -88,7 +77,7 @@ TEST_P(GoldenOutputGate, LayerReproducesIndependentValues) {
   EXPECT_EQ(grad.size(), got.size()) << "the golden file lists another set of gradients";
   for (const auto& [param, values] : grad.items()) {
     ASSERT_TRUE(got.count(param)) << "no gradient for " << param;
-    expect_close(got[param], tensor_of(values), 1e-7, name + " d " + param);
+    expect_close(got[param], golden_tensor(values), 1e-7, name + " d " + param);
   }
 }
 

@@ -8,12 +8,12 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
-#include <functional>
 #include <tuple>
 #include <vector>
 
 #include "attnlab/arm_attention.h"
 #include "extra_arm.h"
+#include "golden_tensor.h"
 #include "parity_helpers.h"
 
 namespace attnlab {
@@ -23,18 +23,9 @@ using nlohmann::json;
 
 const json& golden() { return testing_extra::golden_values(); }
 
-/// Nested JSON lists of numbers -> float64 tensor of the same shape; prepends a batch dim of 1 when
-/// `batch` (the file stores (H, T, d)).
+/// golden_tensor(), with a batch dim of 1 prepended when `batch` (the file stores (H, T, d)).
 at::Tensor tensor_of(const json& j, bool batch = false) {
-  std::vector<double> flat;
-  std::vector<int64_t> shape;
-  std::function<void(const json&, size_t)> walk = [&](const json& x, size_t depth) {
-    if (!x.is_array()) return flat.push_back(x.get<double>());
-    if (shape.size() == depth) shape.push_back(static_cast<int64_t>(x.size()));
-    for (const auto& e : x) walk(e, depth + 1);
-  };
-  walk(j, 0);
-  auto t = torch::tensor(flat, at::kDouble).view(shape).clone();
+  auto t = testing_extra::golden_tensor(j);
   return batch ? t.unsqueeze(0) : t;
 }
 

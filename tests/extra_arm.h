@@ -3,7 +3,8 @@
 // value; sink_token=1 for a prepended token; out_gate=headwise|elementwise for an output gate), the arm is registered before any suite enumerates the
 // registry, so every test parameterised over all_arms() also runs over it. ATTNLAB_TEST_GOLDEN_FILE
 // names a file of tools/golden_arms.py whose arms are added to tests/data/golden/attention_arms.json,
-// or to output_gate_arms.json for an arm with an output gate.
+// or to output_gate_arms.json for an arm with an output gate, or to window_arms.json for a windowed
+// case of the arm (a window is the model's, not the arm's: tests/CMakeLists.txt's tenth_arm_window).
 // Every suite that enumerates arms includes this header.
 #pragma once
 
@@ -79,8 +80,9 @@ inline std::string registry_arm_yaml_items() {
 
 /// `file` of tests/data/golden/ plus the arms of ATTNLAB_TEST_GOLDEN_FILE that have (or, without
 /// `output_gate`, lack) an output gate: an output-gate arm's case stores its gate values ("out_gate").
+/// `windowed` takes the cases with a window instead (they store "window"), with or without a gate.
 /// The extra file must hold the same inputs.
-inline nlohmann::json golden_file_with_extra(const std::string& file, bool output_gate) {
+inline nlohmann::json golden_file_with_extra(const std::string& file, bool output_gate, bool windowed = false) {
   auto read = [](const std::string& path) {
     std::ifstream in(path);
     if (!in) throw std::runtime_error("cannot open " + path);
@@ -92,7 +94,8 @@ inline nlohmann::json golden_file_with_extra(const std::string& file, bool outpu
     for (const char* input : {"q", "k", "v", "R"})
       if (more[input] != g[input]) throw std::runtime_error(std::string(extra) + ": other inputs than the golden file");
     for (const auto& [name, values] : more["arms"].items()) {
-      if (values.contains("out_gate") != output_gate) continue;
+      if (values.contains("window") != windowed) continue;
+      if (!windowed && values.contains("out_gate") != output_gate) continue;
       if (output_gate && more["x"] != g["x"]) throw std::runtime_error(std::string(extra) + ": another x than " + file);
       g["arms"][name] = values;
     }
@@ -103,6 +106,12 @@ inline nlohmann::json golden_file_with_extra(const std::string& file, bool outpu
 /// tests/data/golden/attention_arms.json, plus the extra file's arms without an output gate.
 inline const nlohmann::json& golden_values() {
   static const nlohmann::json data = golden_file_with_extra("attention_arms.json", false);
+  return data;
+}
+
+/// tests/data/golden/window_arms.json, plus the extra file's windowed cases.
+inline const nlohmann::json& window_golden_values() {
+  static const nlohmann::json data = golden_file_with_extra("window_arms.json", false, true);
   return data;
 }
 

@@ -29,6 +29,11 @@ output gate) and every arm parameter.
     python3 tools/golden_arms.py --inputs tests/data/golden/attention_arms.json \
         --arm sink_logit_w2_n1:arm=sink_logit,window=2,keep_first=1 --out /tmp/windowed.json
 
+    # a new arm and a windowed case of it (arm= may name an earlier --arm of the same call)
+    python3 tools/golden_arms.py --inputs tests/data/golden/attention_arms.json \
+        --arm sink_route:sink=learned,gate=norm,slot=routing \
+        --arm sink_route_w2_n1:arm=sink_route,window=2,keep_first=1 --out /tmp/sink_route.json
+
 The written file has the layout of tests/data/golden/attention_arms.json (its README), holding the
 inputs and the new arms (with --merge, the input file's arms too). Parameters of a new arm are drawn from a generator seeded by the arm's
 name, away from their initial values so every gradient is exercised. An output gate also needs the block's
@@ -245,12 +250,13 @@ def window_value(text, key, value, least):
     return number
 
 
-def parse_arm(text):
+def parse_arm(text, earlier=None):
     """'name:sink=learned,gate=norm,slot=routing,out_gate=headwise,window=W,keep_first=n'.
 
     Omitted: none / none / value / none, no window, keep_first 0. 'arm=NAME' takes the features of a
-    known arm instead of sink, gate, slot and out_gate. Returns (name, features, arm): arm is NAME, else
-    the known arm with these features, else the name itself.
+    known arm, or of an earlier --arm of the same call (`earlier`: name -> features), instead of sink,
+    gate, slot and out_gate. Returns (name, features, arm): arm is NAME, else the known arm with these
+    features, else the name itself.
     """
     name, _, spec = text.partition(":")
     features = {"sink": "none", "gate": "none", "slot": "value", "out_gate": "none"}
@@ -269,7 +275,7 @@ def parse_arm(text):
         else:
             raise SystemExit(f"--arm {text}: unknown feature '{key}' (sink, gate, slot, out_gate, arm, window, keep_first)")
     if like is not None:
-        known = {**KNOWN, **SPECIFIED}
+        known = {**KNOWN, **SPECIFIED, **{n: f._replace(window=None, keep_first=0) for n, f in (earlier or {}).items()}}
         if like not in known:
             raise SystemExit(f"--arm {text}: arm={like} is not one of {', '.join(known)}")
         if given:
@@ -380,7 +386,9 @@ def main():
     parser.add_argument("--out", help="write the golden values of the --arm arms here")
     parser.add_argument("--merge", action="store_true", help="also keep the arms of --inputs in --out (adding an arm to the file)")
     args = parser.parse_args()
-    parsed = [parse_arm(a) for a in args.arm]
+    parsed = []
+    for a in args.arm:
+        parsed.append(parse_arm(a, {name: f for name, f, _ in parsed}))
     arms = {name: f for name, f, _ in parsed}
     base = {name: arm for name, _, arm in parsed}
     if args.check:

@@ -41,6 +41,7 @@ FLOORS = [
 HEADER_FOLDER = {
     "arm": "arms",
     "attention": "attention",
+    "attention_window": "attention",
     "checkpoint_error": "checkpoint",
     "distributed": "distributed",
     "file_error": "common",

@@ -57,6 +57,7 @@ struct AttentionRequest {
   int64_t q_len = 1, k_len = 1;       ///< Tq <= Tk; Tq < Tk is KV-cache decoding
   bool key_mask = false;
   bool return_probs = false;
+  AttentionWindow window;             ///< the layer's window (attention_window.h); none for a global layer
   int cuda_capability = 0;            ///< 10 * major + minor of a CUDA device (device.h); 0: CPU or unknown
 };
 
@@ -75,8 +76,10 @@ struct AttentionRequest {
 AttentionBackend resolve_backend(AttentionBackend requested, const AttentionRequest& request);
 
 /// The request of attention of queries q [B, H, Tq, d] over keys of length k_len (on CUDA, with the
-/// device's compute capability).
-AttentionRequest attention_request(const at::Tensor& q, int64_t k_len, bool return_probs = false);
+/// device's compute capability), under `window`. A window that hides no key of the call
+/// (AttentionWindow::hides_keys) is dropped: such a call is a global layer's on every backend.
+AttentionRequest attention_request(const at::Tensor& q, int64_t k_len, bool return_probs = false,
+                                   const AttentionWindow& window = {});
 
 /// Gate and route the keys of one layer. k, v: [B, H, T, d]. `with_read_norms` also fills read_norm.
 /// With a backend resolving to fused, the gate is the fused gate kernel (fused_gate.h); otherwise,
@@ -92,9 +95,10 @@ at::Tensor effective_sink_logit(const ArmSpec& arm, const ArmLayerParams& params
                                 const at::TensorOptions& options);
 
 /// What arm_attention hands a backend: q, the prepared keys' k, v_read and routing_bias, and
-/// effective_sink_logit in the accumulator dtype (float32; float64 for float64 q).
+/// effective_sink_logit in the accumulator dtype (float32; float64 for float64 q), and `window` when
+/// it hides a key of the call (else none, so the call is the global layer's bit for bit).
 AttentionInputs arm_attention_inputs(const ArmSpec& arm, const ArmLayerParams& params, const at::Tensor& q,
-                                     const PreparedKeys& keys);
+                                     const PreparedKeys& keys, const AttentionWindow& window = {});
 
 /// Causal attention of queries q [B, H, Tq, d] over prepared keys (Tk >= Tq; queries are the last Tq
 /// positions). Returns o [B, H, Tq, d], lse [B, H, Tq] (undefined for sdpa) and, when asked, probs
@@ -102,8 +106,11 @@ AttentionInputs arm_attention_inputs(const ArmSpec& arm, const ArmLayerParams& p
 /// fused, sdpa or flash, sdpa for an arm with a sink or gate (the message names the arm), flash for
 /// what flash_refusal() refuses (the message says why), and flash or sdpa in bfloat16 / float16 on
 /// CPU: LibTorch's CPU flash kernel loses dq when the keys share a large component (docs/kernels.md).
+/// `window` makes the call a local layer's (docs/windows.md, "Backends"): sdpa and cudnn refuse one
+/// that hides a key, flash refuses it on CPU and with keep_first > 0; `automatic` picks fused on CPU.
 AttentionResult arm_attention(const ArmSpec& arm, const ArmLayerParams& params, const at::Tensor& q,
                               const PreparedKeys& keys, bool return_probs = false,
-                              AttentionBackend backend = AttentionBackend::reference);
+                              AttentionBackend backend = AttentionBackend::reference,
+                              const AttentionWindow& window = {});
 
 }  // namespace attnlab

@@ -4,6 +4,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "attnlab/attention_window.h"
+
 namespace attnlab {
 
 /// Inputs of one causal attention call. Queries are the last Tq of Tk positions: query i (0-based,
@@ -16,6 +18,7 @@ struct AttentionInputs {
   at::Tensor sink_logit;    ///< optional [H]: b_h of the phantom key (zeros for off_by_one)
   at::Tensor key_mask;      ///< optional [B, Tk] bool: false removes key j for every query
   double scale = 0.0;       ///< logit scale; 0 means 1/sqrt(d)
+  AttentionWindow window;   ///< a local layer's window over the key positions (docs/windows.md); none by default
 };
 
 /// Result of one attention call.
@@ -31,10 +34,14 @@ struct AttentionResult {
 /// gate parameters are held in it by every backend.
 at::ScalarType attention_acc_dtype(at::ScalarType type);
 
+/// Which keys each query sees: [Tq, Tk] bool on `device`, true where query row i (at position
+/// Tk - Tq + i) sees key j under causality and `window` (attention_window.h; docs/windows.md).
+at::Tensor visible_keys(int64_t q_len, int64_t k_len, const AttentionWindow& window, const at::Device& device);
+
 /// Composed-op reference of SPEC section 1:
 ///   a_ij = exp(s_ij + r_j - lse_i),  lse_i = log( [sink] exp(b_h) + sum_{j visible} exp(s_ij + r_j) ),
 ///   s_ij = scale * q_i . k_j,        o_i = sum_j a_ij v_j.
-/// Works on CPU and CUDA, any floating dtype (softmax in float32, or float64 for float64 inputs);
+/// "Visible" is visible_keys() of in.window and in.key_mask. Works on CPU and CUDA, any floating dtype (softmax in float32, or float64 for float64 inputs);
 /// differentiable by autograd in every input. The sink term takes part in the row maximum, so
 /// b_h = +-100 and rows whose keys are all masked give finite results (o = 0, lse = b_h).
 /// Throws std::invalid_argument on mismatched shapes (message names the tensor).

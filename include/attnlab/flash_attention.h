@@ -26,8 +26,10 @@ inline constexpr int kFlashMinCudaCapability = 80;
 ///    mask top-left, so KV-cache decoding with Tq < Tk is left to the other backends);
 ///  - no key mask.
 /// `head_dim` and the lengths are those of q [B, H, Tq, d] and k [B, H, Tk, d].
+///  - a window (a local layer that hides a key, attention_window.h) only on CUDA and only with
+///    keep_first = 0: FlashAttention-2's window_size_left = W - 1 (docs/windows.md, "Backends").
 std::string flash_refusal(const at::Device& device, at::ScalarType dtype, int64_t head_dim, int64_t q_len,
-                          int64_t k_len, bool key_mask, int cuda_capability = 0);
+                          int64_t k_len, bool key_mask, int cuda_capability = 0, const AttentionWindow& window = {});
 
 /// How the arm's extras reach the kernel (docs/kernels.md, "The flash backend"):
 ///  - device: the device's own way. CPU: the routing bias is the kernel's additive mask and an lse

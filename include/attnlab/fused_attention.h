@@ -24,6 +24,7 @@ struct FusedTiling {
 /// Returns o [B, H, Tq, d] in q's dtype and lse [B, H, Tq] in nats (float32; float64 for float64),
 /// including the sink term; a row with no visible key gives o = 0 and lse = b_h (or -inf without a
 /// sink). `probs` is never filled: no T x T tensor exists, memory grows linearly in T.
+/// in.window (a local layer) skips the key tiles outside it: O(T (W + n)) work (docs/windows.md).
 /// Differentiable in q, k, v, routing_bias, sink_logit and (through lse) everything else.
 ///  - CPU: float32 and float64 run natively (accumulating in float / double); float16 and bfloat16
 ///    are upcast to float32 and the output cast back.

@@ -26,10 +26,36 @@ struct HeadSlice {
 
   int64_t tq, tk, d;
   T scale;
+  int64_t window;  ///< W of a local layer; 0: none, also when it hides no key of the call (Tk <= W + n)
+  int64_t keep;    ///< n: keys j < n every query sees (with a window)
+
   /// Absolute position of query i (queries are the last Tq of Tk positions).
   int64_t position(int64_t i) const { return tk - tq + i; }
   /// Keys of [j0, j0 + n) that query i may see by causality: min(n, position(i) + 1 - j0), maybe <= 0.
   int64_t visible(int64_t i, int64_t j0, int64_t n) const { return std::min(n, position(i) + 1 - j0); }
+  /// The oldest key of query i's window (with a window): position(i) - W + 1, maybe negative.
+  int64_t window_start(int64_t i) const { return position(i) - window + 1; }
+
+  /// Sets s[j - j0] = -inf for the keys of [j0, j0 + n) that the window hides from query i: older
+  /// than window_start(i) and not kept (docs/windows.md). Causality is left to visible().
+  ATTNLAB_INLINE void hide_outside_window(int64_t i, int64_t j0, int64_t n, T* s) const {
+    if (window == 0) return;
+    const int64_t to = std::min(j0 + n, window_start(i));
+    for (int64_t j = std::max(j0, keep); j < to; ++j) s[j - j0] = neg_inf<T>();
+  }
+  /// The first key tile (tiles start at multiples of `cap`) at or after j0 that queries from i0 on
+  /// may see: every tile holding a kept key, then the tiles from the one holding window_start(i0).
+  /// Without a window, j0 itself: the causal walk.
+  int64_t walked_key_tile(int64_t j0, int64_t cap, int64_t i0) const {
+    if (window == 0 || j0 < keep) return j0;
+    return std::max(j0, std::max<int64_t>(0, window_start(i0)) / cap * cap);
+  }
+  /// One past the last query that sees a key of [j0, j0 + n): tq by causality, and with a window,
+  /// for a tile without a kept key, the query at position j0 + n - 1 + W - 1.
+  int64_t query_end(int64_t j0, int64_t n) const {
+    if (window == 0 || j0 < keep) return tq;
+    return std::clamp<int64_t>(j0 + n - 1 + window - (tk - tq), 0, tq);
+  }
 };
 
 template <class T>
@@ -47,6 +73,9 @@ HeadSlice<T> head_slice(const AttentionShape& s, const ForwardArgs& a, int64_t b
   hs.lse = static_cast<T*>(a.lse) + bh * s.q_len;
   hs.tq = s.q_len, hs.tk = s.k_len, hs.d = d;
   hs.scale = static_cast<T>(s.scale);
+  const bool hides = s.window > 0 && s.k_len > s.window + s.keep_first;  // else the global layer's walk, bit for bit
+  hs.window = hides ? s.window : 0;
+  hs.keep = hides ? s.keep_first : 0;
   return hs;
 }
 

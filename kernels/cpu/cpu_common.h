@@ -41,6 +41,8 @@ inline void check_attention_shape(const AttentionShape& s, const char* who) {
   require(s.batch >= 0 && s.heads >= 0 && s.q_len >= 0 && s.head_dim > 0, who, "negative size");
   require(s.q_len <= s.k_len, who, "more queries than keys (queries sit at the last positions)");
   require(s.scale > 0.0, who, "scale must be positive (usually 1/sqrt(head_dim))");
+  require(s.window >= 0 && s.keep_first >= 0, who, "window and keep_first must be >= 0");
+  require(s.window > 0 || s.keep_first == 0, who, "keep_first without a window");
 }
 
 /// The forward's inputs and outputs, which the backward also reads.

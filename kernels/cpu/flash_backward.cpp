@@ -74,6 +74,7 @@ ATTNLAB_INLINE void recompute_probabilities(const HeadSlice<T>& hs, int64_t i0, 
     T* p = sc.p.data() + r * ld;
     const T lse = hs.lse[i0 + r];
     const int64_t n = lse == neg_inf<T>() ? 0 : std::max<int64_t>(0, hs.visible(i0 + r, sc.tile.j0, nk));
+    hs.hide_outside_window(i0 + r, sc.tile.j0, n, p);  // exp(-inf) = 0: no probability, no gradient
     exp_shifted(n, lse, p);
     std::fill(p + n, p + nk, T(0));
   }
@@ -114,7 +115,8 @@ ATTNLAB_INLINE void backward_block(const HeadSlice<T>& hs, const HeadGrads<T>& g
   gemm_acc<T, V>(rows, d, nk, sc.ds.data(), ld, hs.k + sc.tile.j0 * d, d, g.d_q + i0 * d, d);
 }
 
-/// Keys [j0, j0 + n): every query block that sees one of them, then the tile's gradients are written.
+/// Keys [j0, j0 + n): every query block that sees one of them (from the causal start to
+/// query_end()), then the tile's gradients are written.
 template <class T, int V>
 ATTNLAB_INLINE void backward_key_tile(const HeadSlice<T>& hs, const HeadGrads<T>& g, int64_t j0, int64_t n,
                                       BackwardScratch<T>& sc) {
@@ -124,8 +126,9 @@ ATTNLAB_INLINE void backward_key_tile(const HeadSlice<T>& hs, const HeadGrads<T>
   std::fill(sc.dk.begin(), sc.dk.begin() + n * d, T(0));
   std::fill(sc.dv.begin(), sc.dv.begin() + n * d, T(0));
   std::fill(sc.dbias.begin(), sc.dbias.begin() + n, T(0));
-  for (int64_t i0 = std::max<int64_t>(0, j0 - (hs.tk - hs.tq)); i0 < hs.tq; i0 += sc.q_cap) {
-    backward_block<T, V>(hs, g, i0, std::min(sc.q_cap, hs.tq - i0), sc);
+  const int64_t i_end = hs.query_end(j0, n);
+  for (int64_t i0 = std::max<int64_t>(0, j0 - (hs.tk - hs.tq)); i0 < i_end; i0 += sc.q_cap) {
+    backward_block<T, V>(hs, g, i0, std::min(sc.q_cap, i_end - i0), sc);
   }
   std::copy(sc.dk.begin(), sc.dk.begin() + n * d, g.d_k + j0 * d);
   std::copy(sc.dv.begin(), sc.dv.begin() + n * d, g.d_v + j0 * d);

@@ -71,7 +71,8 @@ ATTNLAB_INLINE void finish_row(const HeadSlice<T>& hs, int64_t i, int64_t r, con
   }
 }
 
-/// Queries [i0, i1) of one head against every key tile the tile's last query can see:
+/// Queries [i0, i1) of one head against every key tile the tile's last query can see (with a
+/// window, less the tiles wholly older than the first query's window and past the kept keys):
 /// S = add + (scale Q) K^T, online softmax per row, acc += P V.
 template <class T, int V>
 ATTNLAB_INLINE void forward_query_tile(const HeadSlice<T>& hs, int64_t i0, int64_t i1, ForwardScratch<T>& sc) {
@@ -79,11 +80,14 @@ ATTNLAB_INLINE void forward_query_tile(const HeadSlice<T>& hs, int64_t i0, int64
   KeyTile<T>& tile = sc.tile;
   start_rows(hs, i0, rows, sc);
   const int64_t k_end = hs.position(i1 - 1) + 1;
-  for (int64_t j0 = 0; j0 < k_end; j0 += tile.cap) {
+  for (int64_t j0 = hs.walked_key_tile(0, tile.cap, i0); j0 < k_end; j0 = hs.walked_key_tile(j0 + tile.cap, tile.cap, i0)) {
     tile.load(hs, j0, std::min(tile.cap, k_end - j0));
     for (int64_t r = 0; r < rows; ++r) std::copy(tile.add.begin(), tile.add.end(), sc.s.begin() + r * tile.ld);
     gemm_acc<T, V>(rows, tile.ld, d, sc.q_scaled.data(), d, tile.kT.data(), tile.ld, sc.s.data(), tile.ld);
-    for (int64_t r = 0; r < rows; ++r) online_update(hs, r, hs.visible(i0 + r, j0, tile.n), sc);
+    for (int64_t r = 0; r < rows; ++r) {
+      hs.hide_outside_window(i0 + r, j0, tile.n, sc.s.data() + r * tile.ld);
+      online_update(hs, r, hs.visible(i0 + r, j0, tile.n), sc);
+    }
     gemm_acc<T, V>(rows, d, tile.n, sc.s.data(), tile.ld, hs.v + j0 * d, d, sc.acc.data(), d);
   }
   for (int64_t r = 0; r < rows; ++r) finish_row(hs, i0 + r, r, sc);

@@ -30,13 +30,15 @@ struct AutoChoice {
 
 AutoChoice automatic_choice(const AttentionRequest& r) {
   if (r.return_probs) return {AttentionBackend::reference, "the probabilities were asked for; only it forms them"};
-  const auto refusal = flash_refusal(r.device, r.dtype, r.head_dim, r.q_len, r.k_len, r.key_mask, r.cuda_capability);
+  const auto refusal =
+      flash_refusal(r.device, r.dtype, r.head_dim, r.q_len, r.k_len, r.key_mask, r.cuda_capability, r.window);
   if (refusal.empty() && r.device.is_cpu() && flash_preferred_on_cpu(r.dtype)) {
     return {AttentionBackend::flash, "measured faster than the fused CPU kernels (docs/benchmarks.md)"};
   }
   if (refusal.empty() && r.device.is_cuda()) {
     const auto record = cudnn_record(r.cuda_capability);
     const bool cudnn_serves =
+        !r.window.local() &&
         cudnn_refusal(r.device, r.dtype, r.head_dim, r.q_len, r.k_len, r.key_mask, r.cuda_capability).empty();
     if (record.faster_and_correct && cudnn_serves) return {AttentionBackend::cudnn, record.why};
     return {AttentionBackend::flash, "FlashAttention-2 with the arm's exact corrections (docs/kernels.md); " + record.why};
@@ -56,21 +58,22 @@ AutoChoice automatic_choice(const AttentionRequest& r) {
 /// to the O(T^2) reference on CUDA is a warning.
 void log_automatic_choice(const AttentionRequest& r, const AutoChoice& choice) {
   static std::mutex mutex;
-  static std::set<std::tuple<int, int, bool, bool, bool, int>> said;
+  static std::set<std::tuple<int, int, bool, bool, bool, bool, int>> said;
   {
     const std::lock_guard<std::mutex> lock(mutex);
     const bool decoding = r.q_len != r.k_len;
     if (!said.emplace(static_cast<int>(r.device.type()), static_cast<int>(r.dtype), r.return_probs, r.key_mask,
-                      decoding, static_cast<int>(choice.backend))
+                      decoding, r.window.local(), static_cast<int>(choice.backend))
              .second) {
       return;
     }
   }
   const auto level =
       r.device.is_cuda() && choice.backend == AttentionBackend::reference ? spdlog::level::warn : spdlog::level::info;
-  spdlog::log(level, "attention backend auto: {} for {} {} attention{}{}: {}", to_string(choice.backend),
+  spdlog::log(level, "attention backend auto: {} for {} {} attention{}{}{}: {}", to_string(choice.backend),
               c10::DeviceTypeName(r.device.type(), /*lower_case=*/true), c10::toString(r.dtype),
-              r.return_probs ? " with probabilities" : "", r.key_mask ? " with a key mask" : "", choice.why);
+              r.return_probs ? " with probabilities" : "", r.key_mask ? " with a key mask" : "",
+              r.window.local() ? " in a window" : "", choice.why);
 }
 
 void require_plain_softmax(const ArmSpec& arm) {
@@ -97,10 +100,20 @@ void refuse_cpu_half_flash_kernel(const AttentionRequest& r, const char* backend
 
 void require_flash_support(const AttentionRequest& r) {
   refuse_cpu_half_flash_kernel(r, "flash");
-  const auto reason = flash_refusal(r.device, r.dtype, r.head_dim, r.q_len, r.k_len, r.key_mask, r.cuda_capability);
+  const auto reason =
+      flash_refusal(r.device, r.dtype, r.head_dim, r.q_len, r.k_len, r.key_mask, r.cuda_capability, r.window);
   if (!reason.empty()) {
     throw std::invalid_argument("attention backend 'flash': " + reason + "; use 'auto', 'fused' or 'reference'");
   }
+}
+
+// sdpa and cudnn have no window: a mask would move sdpa off the plain causal kernel it is the
+// yardstick of, and torch 2.11's cuDNN op takes none (docs/windows.md, "Backends").
+void refuse_window(const AttentionRequest& r, const char* backend) {
+  if (!r.window.local()) return;
+  throw std::invalid_argument(std::string("attention backend '") + backend + "' has no sliding window (model.window = " +
+                              std::to_string(r.window.window) + " on this layer); use 'auto', 'fused' or 'reference'" +
+                              " (docs/windows.md)");
 }
 
 void require_cudnn_support(const AttentionRequest& r) {
@@ -127,8 +140,10 @@ at::Tensor& arm_param_slot(ArmLayerParams& params, const std::string& name) {
   throw std::logic_error("arm_param_slot: no arm parameter is called '" + name + "'");
 }
 
-AttentionRequest attention_request(const at::Tensor& q, int64_t k_len, bool return_probs) {
+AttentionRequest attention_request(const at::Tensor& q, int64_t k_len, bool return_probs,
+                                   const AttentionWindow& window) {
   AttentionRequest r;
+  if (window.hides_keys(k_len)) r.window = window;
   r.device = q.device(), r.dtype = q.scalar_type(), r.head_dim = q.size(-1);
   r.q_len = q.size(-2), r.k_len = k_len, r.return_probs = return_probs;
   r.cuda_capability = cuda_compute_capability(q.device());
@@ -183,8 +198,9 @@ at::Tensor effective_sink_logit(const ArmSpec& arm, const ArmLayerParams& params
 }
 
 AttentionInputs arm_attention_inputs(const ArmSpec& arm, const ArmLayerParams& params, const at::Tensor& q,
-                                     const PreparedKeys& keys) {
+                                     const PreparedKeys& keys, const AttentionWindow& window) {
   AttentionInputs in;
+  if (window.hides_keys(keys.k.size(2))) in.window = window;
   in.q = q;
   in.k = keys.k;
   in.v = keys.v_read;
@@ -195,9 +211,10 @@ AttentionInputs arm_attention_inputs(const ArmSpec& arm, const ArmLayerParams& p
 }
 
 AttentionResult arm_attention(const ArmSpec& arm, const ArmLayerParams& params, const at::Tensor& q,
-                              const PreparedKeys& keys, bool return_probs, AttentionBackend backend) {
-  const auto in = arm_attention_inputs(arm, params, q, keys);
-  const auto request = attention_request(q, in.k.size(2), return_probs);
+                              const PreparedKeys& keys, bool return_probs, AttentionBackend backend,
+                              const AttentionWindow& window) {
+  const auto in = arm_attention_inputs(arm, params, q, keys, window);
+  const auto request = attention_request(q, in.k.size(2), return_probs, window);
   switch (resolve_backend(backend, request)) {
     case AttentionBackend::reference:
       return reference_attention(in, return_probs);
@@ -207,6 +224,7 @@ AttentionResult arm_attention(const ArmSpec& arm, const ArmLayerParams& params, 
     case AttentionBackend::sdpa:
       refuse_probs(return_probs, "sdpa");
       require_plain_softmax(arm);
+      refuse_window(request, "sdpa");
       refuse_cpu_half_flash_kernel(request, "sdpa");
       return sdpa_attention(in);
     case AttentionBackend::flash:
@@ -215,6 +233,7 @@ AttentionResult arm_attention(const ArmSpec& arm, const ArmLayerParams& params, 
       return flash_attention(in);
     case AttentionBackend::cudnn:
       refuse_probs(return_probs, "cudnn");
+      refuse_window(request, "cudnn");
       require_cudnn_support(request);
       return cudnn_attention(in);
     case AttentionBackend::automatic:

@@ -118,6 +118,10 @@ CudnnKernelCalls cudnn_kernel_calls() { return {real_forward, real_backward}; }
 AttentionResult cudnn_attention(const AttentionInputs& in) {
   check_attention_inputs(in);
   detail::check_same_device(in, kWho);
+  if (in.window.hides_keys(in.k.size(2))) {
+    throw std::invalid_argument(std::string(kWho) + ": torch 2.11's cuDNN attention has no sliding window "
+                                "(docs/windows.md); use the flash, fused or reference backend");
+  }
   return composed(in, cudnn_kernel_calls(),
                   cudnn_refusal(in.q.device(), in.q.scalar_type(), in.q.size(3), in.q.size(2), in.k.size(2),
                                 in.key_mask.defined(), cuda_compute_capability(in.q.device())));
@@ -126,6 +130,10 @@ AttentionResult cudnn_attention(const AttentionInputs& in) {
 AttentionResult cudnn_attention(const AttentionInputs& in, const CudnnKernelCalls& calls) {
   check_attention_inputs(in);
   detail::check_same_device(in, kWho);
+  if (in.window.hides_keys(in.k.size(2))) {
+    throw std::invalid_argument(std::string(kWho) + ": torch 2.11's cuDNN attention has no sliding window "
+                                "(docs/windows.md); use the flash, fused or reference backend");
+  }
   return composed(in, calls,
                   device_free_refusal(in.q.scalar_type(), in.q.size(2), in.k.size(2), in.key_mask.defined()));
 }

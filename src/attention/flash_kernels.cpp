@@ -1,5 +1,7 @@
 #include "attention/flash_kernels.h"
 
+#include <ATen/ops/_flash_attention_backward.h>
+#include <ATen/ops/_flash_attention_forward.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_backward.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
@@ -100,9 +102,36 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> device_flash_backward(const at::T
                                                                  scale);
 }
 
-const KernelCalls& calls_of(const KernelRoute& route) {
-  static const KernelCalls device_flash{device_flash_forward, device_flash_backward};
-  return route.calls ? *route.calls : device_flash;
+// ---- FlashAttention-2's own window (CUDA): the ops under _scaled_dot_product_flash_attention, which
+// take window_size_left / right, on the [B, T, H, d] views (the model's layout: no copy). ----
+
+KernelCalls windowed_flash_calls(int64_t left) {
+  auto bthd = [](const at::Tensor& t) { return t.transpose(1, 2); };  // [B, H, T, d] <-> [B, T, H, d]
+  auto forward = [=](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>&,
+                     double scale) {
+    const int64_t T = q.size(2);
+    auto r = at::_flash_attention_forward(bthd(q), bthd(k), bthd(v), std::nullopt, std::nullopt, T, T, kNoDropout,
+                                          kCausal, /*return_debug_mask=*/false, scale, left, /*window_size_right=*/0);
+    return FlashForward{bthd(std::get<0>(r)), std::get<1>(r).narrow(-1, 0, T), std::get<2>(r), std::get<3>(r), {}};
+  };
+  auto backward = [=](const at::Tensor& d_o, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                      const at::Tensor& out, const at::Tensor& lse, const std::optional<at::Tensor>&, double scale,
+                      const FlashForward& f) {
+    const int64_t T = q.size(2);
+    auto [dq, dk, dv] = at::_flash_attention_backward(
+        bthd(rows_contiguous(d_o)), bthd(q), bthd(k), bthd(v), bthd(rows_contiguous(out)), lse.contiguous(),
+        at::Tensor(), at::Tensor(), T, T, kNoDropout, kCausal, f.philox_seed, f.philox_offset, scale, left, 0);
+    return std::make_tuple(bthd(dq), bthd(dk), bthd(dv));
+  };
+  return {forward, backward};
+}
+
+/// The calls of a route: its own, FlashAttention-2's windowed ops, or LibTorch's flash kernels.
+std::shared_ptr<const KernelCalls> calls_of(const KernelRoute& route) {
+  static const auto device_flash = std::make_shared<const KernelCalls>(KernelCalls{device_flash_forward, device_flash_backward});
+  if (route.calls) return route.calls;
+  if (route.window_left >= 0) return std::make_shared<const KernelCalls>(windowed_flash_calls(route.window_left));
+  return device_flash;
 }
 
 FlashGrads narrowed(const std::tuple<at::Tensor, at::Tensor, at::Tensor>& grads, int64_t d) {
@@ -198,9 +227,9 @@ bool uses_key_columns(const at::Tensor& q, const KernelRoute& route) {
 FlashForward flash_kernel_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                   const at::Tensor& bias, double scale, const KernelRoute& route) {
   const auto qc = rows_contiguous(q), kc = rows_contiguous(k), vc = rows_contiguous(v);
-  const auto& calls = calls_of(route);
-  return uses_key_columns(q, route) ? column_forward(calls, qc, kc, vc, bias, scale)
-                                    : mask_forward(calls, qc, kc, vc, bias, scale);
+  const auto calls = calls_of(route);
+  return uses_key_columns(q, route) ? column_forward(*calls, qc, kc, vc, bias, scale)
+                                    : mask_forward(*calls, qc, kc, vc, bias, scale);
 }
 
 FlashGrads flash_kernel_backward(const at::Tensor& d_o, const at::Tensor& q, const at::Tensor& k,
@@ -209,10 +238,10 @@ FlashGrads flash_kernel_backward(const at::Tensor& d_o, const at::Tensor& q, con
                                  const FlashForward& forward, const KernelRoute& route) {
   const auto qc = rows_contiguous(q), kc = rows_contiguous(k), vc = rows_contiguous(v);
   const auto d_oc = rows_contiguous(d_o);
-  const auto& calls = calls_of(route);
+  const auto calls = calls_of(route);
   return uses_key_columns(q, route)
-             ? column_backward(calls, d_oc, qc, kc, vc, out, lse, d_lse, bias, scale, forward)
-             : mask_backward(calls, d_oc, qc, kc, vc, out, lse, d_lse, bias, scale, forward);
+             ? column_backward(*calls, d_oc, qc, kc, vc, out, lse, d_lse, bias, scale, forward)
+             : mask_backward(*calls, d_oc, qc, kc, vc, out, lse, d_lse, bias, scale, forward);
 }
 
 }  // namespace attnlab::detail

@@ -44,6 +44,9 @@ struct KernelCalls {
 struct KernelRoute {
   FlashComposition composition = FlashComposition::device;
   std::shared_ptr<const KernelCalls> calls;  ///< null: LibTorch's flash kernels of q's device
+  /// A local layer's W - 1 as FlashAttention-2's window_size_left (right 0), CUDA only; -1: none
+  /// (docs/windows.md, "Flash on CUDA").
+  int64_t window_left = -1;
 };
 
 /// Gradients of one backward call; d_bias stays undefined without a bias.

@@ -27,8 +27,9 @@ struct KernelInputs {
   at::Tensor q, k, v, bias, sink, mask, o, lse;
 };
 
-kernels::AttentionShape shape_of(const KernelInputs& t, double scale) {
+kernels::AttentionShape shape_of(const KernelInputs& t, double scale, const AttentionWindow& window) {
   kernels::AttentionShape s;
+  s.window = window.window, s.keep_first = window.keep_first;
   s.batch = t.q.size(0), s.heads = t.q.size(1), s.q_len = t.q.size(2), s.k_len = t.k.size(2);
   s.head_dim = t.q.size(3);
   s.scale = scale;
@@ -106,7 +107,8 @@ class FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFu
   // Optional inputs are std::optional: autograd records no input for an absent one.
   static variable_list forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& sink,
-                               const std::optional<at::Tensor>& mask, double scale, int64_t q_tile, int64_t k_tile) {
+                               const std::optional<at::Tensor>& mask, double scale, int64_t q_tile, int64_t k_tile,
+                               int64_t window, int64_t keep_first) {
     const auto type = q.scalar_type(), acc = attention_acc_dtype(type);
     KernelInputs t;
     t.q = detail::kernel_ready(q, type), t.k = detail::kernel_ready(k, type), t.v = detail::kernel_ready(v, type);
@@ -115,19 +117,21 @@ class FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFu
     t.mask = detail::kernel_ready(mask.value_or(at::Tensor()), at::kBool);
     t.o = at::empty_like(t.q);                                                     // (B, H, Tq, d)
     t.lse = at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(acc));  // (B, H, Tq)
-    run_forward(shape_of(t, scale), t, {q_tile, k_tile});
+    run_forward(shape_of(t, scale, {window, keep_first}), t, {q_tile, k_tile});
     ctx->set_materialize_grads(false);  // an unused output's gradient stays undefined: no zeros formed
     ctx->save_for_backward({t.q, t.k, t.v, t.bias, t.sink, t.mask, t.o, t.lse});
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["q_tile"] = q_tile;
     ctx->saved_data["k_tile"] = k_tile;
+    ctx->saved_data["window"] = window;
+    ctx->saved_data["keep_first"] = keep_first;
     return {t.o, t.lse};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const KernelInputs t{saved[0], saved[1], saved[2], saved[3], saved[4], saved[5], saved[6], saved[7]};
-    if (!grads[0].defined() && !grads[1].defined()) return variable_list(9);
+    if (!grads[0].defined() && !grads[1].defined()) return variable_list(11);
     KernelGrads g;
     g.d_o = grads[0].defined() ? detail::kernel_ready(grads[0], t.o.scalar_type()) : at::zeros_like(t.o);
     g.d_lse = detail::kernel_ready(grads[1], t.lse.scalar_type());
@@ -137,8 +141,10 @@ class FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFu
     if (t.bias.defined()) g.d_bias = at::empty_like(t.bias);
     if (t.sink.defined()) g.d_sink = at::empty_like(t.sink);
     const FusedTiling tiling{ctx->saved_data["q_tile"].toInt(), ctx->saved_data["k_tile"].toInt()};
-    run_backward(shape_of(t, ctx->saved_data["scale"].toDouble()), t, g, tiling);
-    return {g.d_q, g.d_k, g.d_v, g.d_bias, g.d_sink, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    const AttentionWindow window{ctx->saved_data["window"].toInt(), ctx->saved_data["keep_first"].toInt()};
+    run_backward(shape_of(t, ctx->saved_data["scale"].toDouble(), window), t, g, tiling);
+    return {g.d_q,        g.d_k,        g.d_v,        g.d_bias,     g.d_sink,    at::Tensor(),
+            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -174,7 +180,8 @@ AttentionResult fused_attention(const AttentionInputs& in, const FusedTiling& ti
   auto optional = [](const at::Tensor& t) { return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt; };
   auto outs = FusedAttentionFunction::apply(in.q.to(run_type), in.k.to(run_type), in.v.to(run_type),
                                             optional(in.routing_bias), optional(in.sink_logit), optional(in.key_mask),
-                                            scale, tiling.q_tile, tiling.k_tile);
+                                            scale, tiling.q_tile, tiling.k_tile, in.window.window,
+                                            in.window.keep_first);
   AttentionResult result;
   result.o = upcast ? outs[0].to(type) : outs[0];  // (B, H, Tq, d)
   result.lse = outs[1];                            // (B, H, Tq)

@@ -36,6 +36,20 @@ void check_attention_inputs(const AttentionInputs& in) {
   if (in.key_mask.defined() &&
       (in.key_mask.sizes() != at::IntArrayRef{B, Tk} || in.key_mask.scalar_type() != at::kBool))
     bad("key_mask must be bool [B, Tk], got " + shape_of(in.key_mask));
+  if (in.window.window < 0 || in.window.keep_first < 0 || (in.window.window == 0 && in.window.keep_first != 0))
+    bad("window must be >= 1 with keep_first >= 0, or 0 (none) with keep_first 0; got window " +
+        std::to_string(in.window.window) + ", keep_first " + std::to_string(in.window.keep_first));
+}
+
+at::Tensor visible_keys(int64_t q_len, int64_t k_len, const AttentionWindow& window, const at::Device& device) {
+  // Query i sits at absolute position p = Tk - Tq + i and sees keys j <= p (and, under a window,
+  // p - j < W or j < n).
+  const auto opts = at::TensorOptions().dtype(at::kLong).device(device);
+  const auto j = at::arange(k_len, opts).view({1, k_len});
+  const auto p = (at::arange(q_len, opts) + (k_len - q_len)).view({q_len, 1});
+  auto visible = j <= p;
+  if (window.hides_keys(k_len)) visible = visible.logical_and((p - j < window.window).logical_or(j < window.keep_first));
+  return visible;
 }
 
 at::ScalarType attention_acc_dtype(at::ScalarType type) { return type == at::kDouble ? at::kDouble : at::kFloat; }
@@ -51,10 +65,7 @@ AttentionResult reference_attention(const AttentionInputs& in, bool return_probs
   auto s = at::matmul(q, k.transpose(-2, -1)) * scale;  // (B, H, Tq, Tk)
   if (in.routing_bias.defined()) s = s + in.routing_bias.to(dtype).unsqueeze(-2);
 
-  // Query i sits at absolute position Tk - Tq + i and sees keys j <= that position.
-  auto opts = at::TensorOptions().dtype(at::kLong).device(q.device());
-  auto visible = at::arange(Tk, opts).view({1, Tk}) <= (at::arange(Tq, opts) + (Tk - Tq)).view({Tq, 1});
-  auto mask = visible.view({1, 1, Tq, Tk});
+  auto mask = visible_keys(Tq, Tk, in.window, q.device()).view({1, 1, Tq, Tk});
   if (in.key_mask.defined()) mask = mask.logical_and(in.key_mask.view({-1, 1, 1, Tk}));
   s = s.masked_fill(mask.logical_not(), -inf);
 

@@ -16,6 +16,10 @@ AttentionResult sdpa_attention(const AttentionInputs& in) {
         "sdpa_attention: SDPA computes the plain causal softmax only; a sink logit, routing bias or key mask "
         "needs the fused or reference backend");
   }
+  if (in.window.hides_keys(in.k.size(2))) {
+    throw std::invalid_argument("sdpa_attention: SDPA has no sliding window (docs/windows.md); use the fused or "
+                                "reference backend");
+  }
   const int64_t Tq = in.q.size(2), Tk = in.k.size(2);
   const double scale = in.scale > 0 ? in.scale : 1.0 / std::sqrt(static_cast<double>(in.q.size(3)));
   // SDPA's is_causal aligns the mask top-left; queries here are the last Tq positions (decode), so a

@@ -18,6 +18,10 @@ struct LoopInputs {
   std::vector<double> tau;      // [H]
   std::vector<double> w;        // [H][d]
   std::vector<double> c;        // [H]
+  int window = 0;               // W of a local layer; 0: none (docs/windows.md)
+  int keep_first = 0;           // n: positions j < n every query sees (with a window)
+  /// Query i sees key j (j <= i): every key, or under a window i - j < W or j < n.
+  bool sees(int i, int j) const { return window == 0 || i - j < window || j < keep_first; }
 };
 
 struct LoopOutputs {
@@ -55,6 +59,8 @@ inline LoopOutputs loop_attention(const ArmSpec& arm, const LoopInputs& in) {
         std::vector<double> logit(i + 1);
         double m = has_sink ? sink : -std::numeric_limits<double>::infinity();
         for (int j = 0; j <= i; ++j) {
+          logit[j] = -std::numeric_limits<double>::infinity();  // a key outside the window: exp(-inf) = 0
+          if (!in.sees(i, j)) continue;
           double s = 0;
           for (int x = 0; x < d; ++x) s += in.q[at(b, h, i) + x] * in.k[at(b, h, j) + x];
           logit[j] = s / std::sqrt(double(d)) + (arm.slot == GateSlot::routing ? std::log(g[j]) : 0.0);

@@ -42,7 +42,8 @@ struct TorchSide {
   at::Tensor sink;
 };
 
-TorchSide run_reference(const ArmSpec& arm, const LoopInputs& in) {
+// The layer's attention path on `backend`, with the window of `in` (none when in.window = 0).
+TorchSide run_reference(const ArmSpec& arm, const LoopInputs& in, AttentionBackend backend = AttentionBackend::reference) {
   TorchSide t;
   auto leaf = [](const std::vector<double>& x, at::IntArrayRef shape) {
     return from_vector(x, shape).requires_grad_(true);
@@ -53,8 +54,8 @@ TorchSide run_reference(const ArmSpec& arm, const LoopInputs& in) {
   if (arm.sink == SinkKind::learned) params.sink_logit = t.b;
   if (arm.gate == GateKind::norm) params.gate_tau = t.tau;
   if (arm.gate == GateKind::projection) params.gate_w = t.w, params.gate_c = t.c;
-  auto keys = prepare_keys(arm, params, t.k, t.v);
-  t.out = arm_attention(arm, params, t.q, keys);
+  auto keys = prepare_keys(arm, params, t.k, t.v, false, backend);
+  t.out = arm_attention(arm, params, t.q, keys, false, backend, AttentionWindow{in.window, in.keep_first});
   t.sink = effective_sink_logit(arm, params, kH, t.q.options());
   return t;
 }
@@ -131,6 +132,46 @@ std::vector<std::string> in_attention_arms() {
 
 INSTANTIATE_TEST_SUITE_P(AllArms, ArmVsLoop, ::testing::ValuesIn(in_attention_arms()),
                          [](const auto& info) { return info.param; });
+
+// Sliding windows (docs/windows.md): every (W, n) that hides a key at T = 7, and W + n >= T, which
+// must give full attention; the reference (a mask) and the fused kernels (the per-key rule inside
+// a tile) against the loop's key set V(i).
+TEST_P(ArmVsLoop, WindowedForwardMatchesLoop) {
+  const auto& arm = arm_by_name(GetParam());
+  for (int window : {1, 2, 3, 6, 7}) {
+    for (int keep : {0, 1, 4}) {
+      auto in = random_inputs(41);
+      in.window = window, in.keep_first = keep;
+      const auto want = loop_attention(arm, in);
+      for (auto backend : {AttentionBackend::reference, AttentionBackend::fused}) {
+        const auto got = run_reference(arm, in, backend);
+        const auto what = "W " + std::to_string(window) + " n " + std::to_string(keep) + " on " + to_string(backend);
+        expect_close(to_vector(got.out.o), want.o, 1e-12, (what + " o").c_str());
+        expect_close(to_vector(got.out.lse), want.lse, 1e-12, (what + " lse").c_str());
+      }
+    }
+  }
+}
+
+TEST_P(ArmVsLoop, WindowedGradientsMatchFiniteDifferencesOfLoop) {
+  const auto& arm = arm_by_name(GetParam());
+  auto in = random_inputs(43);
+  in.window = 2, in.keep_first = 1;
+  std::mt19937_64 rng(7);
+  const auto R = randn(rng, in.q.size());
+  for (auto backend : {AttentionBackend::reference, AttentionBackend::fused}) {
+    auto t = run_reference(arm, in, backend);
+    (t.out.o * from_vector(R, {kB, kH, kT, kD})).sum().backward();
+    const double tol = 1e-7;
+    expect_close(to_vector(t.q.grad()), loop_gradient(arm, in, &LoopInputs::q, R), tol, "dq");
+    expect_close(to_vector(t.k.grad()), loop_gradient(arm, in, &LoopInputs::k, R), tol, "dk");
+    expect_close(to_vector(t.v.grad()), loop_gradient(arm, in, &LoopInputs::v, R), tol, "dv");
+    if (arm.sink == SinkKind::learned)
+      expect_close(to_vector(t.b.grad()), loop_gradient(arm, in, &LoopInputs::b, R), tol, "d b_h");
+    if (arm.gate == GateKind::projection)
+      expect_close(to_vector(t.w.grad()), loop_gradient(arm, in, &LoopInputs::w, R), tol, "d w_h");
+  }
+}
 
 TEST(ArmVsLoop, RenormWithProjectionGateMatchesLoop) {
   const auto arm = with_routing_gate(arm_by_name("renorm"), GateKind::projection);

@@ -5,7 +5,8 @@
 //   a_ij = exp(s_ij + r_j - lse_i),  lse_i = log( [sink] exp(b_h) + sum_{j visible} exp(s_ij + r_j) ),
 //   s_ij = scale * q_i . k_j,        o_i   = sum_j a_ij v_j      (v already gated: g_j * v_j).
 // Query i (of Tq) sits at absolute position Tk - Tq + i and sees keys j <= that position, and only
-// keys whose key_mask entry is true when a mask is given.
+// keys whose key_mask entry is true when a mask is given. A window (docs/windows.md) also hides key j
+// from query position p when p - j >= window and j >= keep_first.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,8 @@ struct AttentionShape {
   bool has_sink = false;        ///< sink term exp(b_h) in the denominator
   bool has_routing_bias = false;
   bool has_key_mask = false;
+  int64_t window = 0;           ///< W >= 1 of a local layer; 0: no window (key tiles outside it are skipped)
+  int64_t keep_first = 0;       ///< n: key positions j < n stay visible to every query of a local layer
   DType dtype = DType::f32;     ///< of q, k, v, o, do, dq, dk, dv
 };
 

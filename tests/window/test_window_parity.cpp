@@ -1,0 +1,154 @@
+// The sliding-window grid of issue 22 (docs/windows.md, "Checks"): every in-attention arm on the
+// fused CPU kernels against the reference (a mask), forward and every gradient, for
+// W in {1, 2, 63, 64, 65, T - 1, T}, T in {1, 2, 63, 64, 65, 257} and keep_first in {0, 1, 4}.
+// 63, 64 and 65 straddle the kernels' 64-wide tiles. A window that hides no key (T <= W + n) must
+// give the call without a window bit for bit, on both backends.
+// Label `window` (its own executable: the grid takes minutes); ctest window.ci_sample runs a slice
+// in CI (tests/CMakeLists.txt; costs in docs/building.md).
+#include <gtest/gtest.h>
+
+#include <set>
+#include <tuple>
+
+#include "attnlab/flash_attention.h"
+#include "parity/arm_runner.h"
+
+namespace attnlab {
+namespace {
+
+using Grid = std::tuple<std::string, int64_t, int64_t, int64_t>;  // arm, T, W, n
+
+// The loss reads lse too (sdpa returns none: then o only).
+ArmRun run_windowed(const ArmSpec& arm, const ArmLeaves& l, AttentionBackend backend, const AttentionWindow& window) {
+  return parity::run_arm_with(arm, l, backend, [&](const ArmSpec& a, const ArmLayerParams& p, const at::Tensor& q,
+                                                   const PreparedKeys& keys) {
+    return arm_attention(a, p, q, keys, false, backend, window);
+  }, /*lse_in_loss=*/backend != AttentionBackend::sdpa);
+}
+
+void expect_identical(const ArmRun& got, const ArmRun& want, const std::string& what) {
+  auto same = [&](const at::Tensor& a, const at::Tensor& b, const char* name) {
+    ASSERT_EQ(a.defined(), b.defined()) << what << " " << name;
+    if (a.defined()) EXPECT_TRUE(at::equal(a, b)) << what << " " << name << " differs from the call without a window";
+  };
+  same(got.o, want.o, "o"), same(got.lse, want.lse, "lse"), same(got.dq, want.dq, "dq");
+  same(got.dk, want.dk, "dk"), same(got.dv, want.dv, "dv"), same(got.db, want.db, "d b_h");
+  same(got.dtau, want.dtau, "d tau_h"), same(got.dw, want.dw, "d w_h");
+}
+
+class WindowGrid : public ::testing::TestWithParam<Grid> {};
+
+TEST_P(WindowGrid, FusedMatchesReference) {
+  const auto& [name, T, W, n] = GetParam();
+  const auto arm = parity::arm_named(name);
+  const AttentionWindow window{W, n};
+  const auto l = parity::as_leaves(parity::arm_values(100 + T, 1, 2, T, 16), at::kCPU, at::kDouble);
+  const auto want = run_windowed(arm, l, AttentionBackend::reference, window);
+  const auto got = run_windowed(arm, l, AttentionBackend::fused, window);
+  const std::string what = name + " T " + std::to_string(T) + " W " + std::to_string(W) + " n " + std::to_string(n);
+  parity::expect_arm_runs_close(got, want, 1e-13, what);  // float64: two summation orders only
+  if (!window.hides_keys(T)) {
+    for (auto backend : {AttentionBackend::reference, AttentionBackend::fused}) {
+      expect_identical(run_windowed(arm, l, backend, window), run_windowed(arm, l, backend, {}),
+                       what + " on " + to_string(backend));
+    }
+  }
+}
+
+std::vector<Grid> grid() {
+  std::vector<Grid> all;
+  for (const auto& name : parity::in_attention_arm_names()) {
+    for (int64_t T : {1, 2, 63, 64, 65, 257}) {
+      std::set<int64_t> windows{1, 2, 63, 64, 65, T - 1, T};
+      windows.erase(0);  // W = T - 1 at T = 1
+      for (int64_t W : windows)
+        for (int64_t n : {0, 1, 4}) all.emplace_back(name, T, W, n);
+    }
+  }
+  return all;
+}
+
+std::string grid_name(const ::testing::TestParamInfo<Grid>& info) {
+  const auto& [name, T, W, n] = info.param;
+  return name + "_T" + std::to_string(T) + "_W" + std::to_string(W) + "_n" + std::to_string(n);
+}
+
+INSTANTIATE_TEST_SUITE_P(Arms, WindowGrid, ::testing::ValuesIn(grid()), grid_name);
+
+// The kernels' tile walk under other tilings (1 x 1, ragged, a query tile wider than the window)
+// with every feature flag and decoding (Tq < Tk), against the reference, float64 and float32.
+class WindowTiling : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, bool>> {};
+
+TEST_P(WindowTiling, FusedTilingsMatchReference) {
+  const auto& [W, n, decode] = GetParam();
+  for (auto dtype : {at::kDouble, at::kFloat}) {
+    parity::Case c;
+    c.B = 2, c.H = 2, c.Tk = 70, c.Tq = decode ? 5 : 70, c.d = 8, c.dtype = dtype;
+    c.sink = true, c.bias = true, c.mask = true, c.seed = 3 + W;
+    auto l = parity::make_leaves(c);
+    auto windowed = [&](const parity::Leaves& x) {
+      AttentionInputs in{x.q, x.k, x.v, x.bias, x.sink, x.mask};
+      in.window = {W, n};
+      return in;
+    };
+    auto run = [&](bool fused, const FusedTiling& tiling) {
+      for (const auto* t : {&l.q, &l.k, &l.v, &l.bias, &l.sink})
+        if (t->defined() && t->grad().defined()) t->mutable_grad().reset();
+      const auto in = windowed(l);
+      auto out = fused ? fused_attention(in, tiling) : reference_attention(in);
+      auto gen = at::make_generator<at::CPUGeneratorImpl>(9);
+      auto R = at::normal(0.0, 1.0, out.o.sizes(), gen, at::TensorOptions().dtype(at::kDouble)).to(out.o.options());
+      auto S = at::normal(0.0, 1.0, out.lse.sizes(), gen, at::TensorOptions().dtype(at::kDouble)).to(out.lse.options());
+      auto lse = at::where(at::isfinite(out.lse), out.lse, at::zeros_like(out.lse));
+      ((out.o * R).sum() + (lse * S).sum()).backward();
+      return parity::Run{out.o.detach(), out.lse.detach(), l.q.grad(), l.k.grad(), l.v.grad(), l.bias.grad(),
+                         l.sink.grad()};
+    };
+    const auto want = run(false, {});
+    const double tol = dtype == at::kDouble ? 1e-13 : 2e-5;
+    for (const FusedTiling tiling : {FusedTiling{1, 1}, FusedTiling{5, 7}, FusedTiling{64, 8}, FusedTiling{}}) {
+      parity::expect_runs_close(run(true, tiling), want, tol,
+                                "W " + std::to_string(W) + " n " + std::to_string(n) + " tiling " +
+                                    std::to_string(tiling.q_tile) + "x" + std::to_string(tiling.k_tile));
+    }
+  }
+}
+
+std::string tiling_name(const ::testing::TestParamInfo<std::tuple<int64_t, int64_t, bool>>& info) {
+  const auto& [W, n, decode] = info.param;
+  return "W" + std::to_string(W) + "_n" + std::to_string(n) + (decode ? "_decode" : "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Windows, WindowTiling,
+                         ::testing::Combine(::testing::Values<int64_t>(1, 3, 16, 40), ::testing::Values<int64_t>(0, 2, 9),
+                                            ::testing::Bool()),
+                         tiling_name);
+
+// Backends without a window refuse a local layer that hides a key, saying why; one that hides
+// nothing runs (docs/windows.md, "Backends").
+TEST(WindowBackends, RefusalsNameTheWindow) {
+  const auto arm = parity::arm_named("baseline");
+  const auto l = parity::as_leaves(parity::arm_values(5, 1, 2, 9, 16), at::kCPU, at::kFloat);
+  auto message = [&](AttentionBackend backend, const AttentionWindow& window) -> std::string {
+    try {
+      run_windowed(arm, l, backend, window);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(message(AttentionBackend::sdpa, {4, 0}).find("no sliding window"), std::string::npos);
+  EXPECT_NE(message(AttentionBackend::cudnn, {4, 0}).find("no sliding window"), std::string::npos);
+  EXPECT_NE(message(AttentionBackend::flash, {4, 0}).find("CPU flash kernel has no sliding window"), std::string::npos);
+  EXPECT_EQ(message(AttentionBackend::flash, {8, 1}), "");  // 9 <= 8 + 1: nothing hidden
+  EXPECT_EQ(message(AttentionBackend::sdpa, {9, 0}), "");
+  EXPECT_NE(flash_refusal(at::Device(at::kCUDA, 0), at::kHalf, 64, 9, 9, false, 90, {4, 2}).find("keep"),
+            std::string::npos);
+  EXPECT_EQ(flash_refusal(at::Device(at::kCUDA, 0), at::kHalf, 64, 9, 9, false, 90, {4, 0}), "");
+  // auto on CPU runs the fused kernels for a local layer and matches the reference.
+  parity::expect_arm_runs_close(run_windowed(arm, l, AttentionBackend::automatic, {4, 0}),
+                                run_windowed(arm, l, AttentionBackend::reference, {4, 0}), 1e-5, "auto");
+}
+
+}  // namespace
+}  // namespace attnlab

@@ -29,6 +29,9 @@ void check_shape(const AttentionShape& s) {
     unsupported("needs 0 <= q_len <= k_len, got q_len " + std::to_string(s.q_len) + ", k_len " +
                 std::to_string(s.k_len));
   if (s.batch * s.heads > 65535) unsupported("batch * heads above 65535 (grid y limit)");
+  if (s.window < 0 || s.keep_first < 0)
+    unsupported("needs window >= 0 and keep_first >= 0, got window " + std::to_string(s.window) +
+                ", keep_first " + std::to_string(s.keep_first));
 }
 
 void check_forward_args(const ForwardArgs& a, const AttentionShape& s) {
@@ -57,6 +60,11 @@ FlashParams make_params(const AttentionShape& s, const ForwardArgs& a) {
   p.head_dim = static_cast<int>(s.head_dim);
   p.scale = static_cast<float>(s.scale > 0.0 ? s.scale : 1.0 / std::sqrt(static_cast<double>(s.head_dim)));
   p.has_sink = s.has_sink;
+  // A window that hides no key of the call (Tk <= W + n) runs the global layer's walk, bit for bit
+  // (docs/windows.md, "Backends").
+  const bool hides = s.window > 0 && s.k_len > s.window + s.keep_first;
+  p.window = hides ? s.window : 0;
+  p.keep_first = hides ? s.keep_first : 0;
   return p;
 }
 

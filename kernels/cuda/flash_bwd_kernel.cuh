@@ -5,7 +5,11 @@
 // Two kernels, so that every output has one owner and no atomics are needed: flash_bwd_kv_kernel
 // (block = 64 keys, loops over the queries that see them; warp w owns keys 16w..16w+15) and
 // flash_bwd_q_kernel (block = 64 queries, loops over their keys; warp w owns queries 16w..).
-// The price is recomputing S and dP in both (7 tile products instead of 5).
+// The price is recomputing S and dP in both (7 tile products instead of 5). With a window
+// (docs/windows.md) both skip a (query tile, key tile) pair by the forward's rule and give P = 0
+// to a key a query does not see: the q kernel walks the forward's key tiles, the kv kernel the
+// query tiles that start by the last query whose window holds the key tile (all of them for a
+// tile holding a kept key).
 #pragma once
 
 #include "flash_params.cuh"
@@ -60,7 +64,7 @@ __device__ void write_scaled_rows(T* dst, int64_t row0, int64_t n_rows, const fl
 /// (type T), row by row after every lane has read the row; adds each row's sum of dS to dr[r].
 template <typename T, int D>
 __device__ void kv_probs_and_grads(float* s, float* dp, const float* add_rows, const float* lse,
-                                   const float* delta, float scale, int64_t key0, int64_t q_pos0,
+                                   const float* delta, const FlashParams& p, int64_t key0, int64_t q_pos0,
                                    float (&dr)[16]) {
   using G = TileGeometry<T, D>;
   const int lane = threadIdx.x % 32;
@@ -70,7 +74,7 @@ __device__ void kv_probs_and_grads(float* s, float* dp, const float* add_rows, c
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
       const int c = lane + 32 * u;
-      const float z = (key0 + r <= q_pos0 + c) ? s[r * G::kLdS + c] * scale + add_rows[r] : -kInf;
+      const float z = p.sees(q_pos0 + c, key0 + r) ? s[r * G::kLdS + c] * p.scale + add_rows[r] : -kInf;
       pv[u] = expf(z - lse[c]);
       ds[u] = pv[u] * (dp[r * G::kLdS + c] - delta[c]);
     }
@@ -88,7 +92,7 @@ __device__ void kv_probs_and_grads(float* s, float* dp, const float* add_rows, c
 /// of the tile (absolute index k0 + c). Overwrites the S strip with dS (type T), row by row.
 template <typename T, int D>
 __device__ void q_grads(float* s, const float* dp, const float* add, const float* lse_rows,
-                        const float* delta_rows, float scale, int64_t q_pos0, int64_t k0) {
+                        const float* delta_rows, const FlashParams& p, int64_t q_pos0, int64_t k0) {
   using G = TileGeometry<T, D>;
   const int lane = threadIdx.x % 32;
 #pragma unroll
@@ -97,7 +101,7 @@ __device__ void q_grads(float* s, const float* dp, const float* add, const float
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
       const int c = lane + 32 * u;
-      const float z = (k0 + c <= q_pos0 + r) ? s[r * G::kLdS + c] * scale + add[c] : -kInf;
+      const float z = p.sees(q_pos0 + r, k0 + c) ? s[r * G::kLdS + c] * p.scale + add[c] : -kInf;
       ds[u] = expf(z - lse_rows[r]) * (dp[r * G::kLdS + c] - delta_rows[r]);
     }
     __syncwarp();
@@ -162,9 +166,11 @@ __global__ void __launch_bounds__(TileGeometry<T, D>::kThreads) flash_bwd_kv_ker
   dv.zero();
   float dr[16] = {};
 
-  // Query i sits at q_offset + i and sees key k0 once q_offset + i >= k0.
+  // Query i sits at q_offset + i and sees key k0 once q_offset + i >= k0; with a window, a tile
+  // without a kept key drops out of the windows of the queries past query_end.
   const int64_t i_first = k0 > p.q_offset() ? k0 - p.q_offset() : 0;
-  for (int64_t i0 = i_first; i0 < p.q_len; i0 += G::kRows) {
+  const int64_t i_end = p.query_end(k0, G::kRows);
+  for (int64_t i0 = i_first; i0 < i_end; i0 += G::kRows) {
     __syncthreads();  // the previous query tile is no longer read (and K, V, addend are ready)
     load_rows<T, D, G::kRows, G::kThreads>(s_q, G::kLdOp, static_cast<const T*>(p.q) + head_q, i0, p.q_len);
     load_rows<T, D, G::kRows, G::kThreads>(s_do, G::kLdOp, static_cast<const T*>(p.d_o) + head_q, i0,
@@ -180,7 +186,7 @@ __global__ void __launch_bounds__(TileGeometry<T, D>::kThreads) flash_bwd_kv_ker
     acc.template add_abt<D>(v_rows, G::kLdOp, s_do, G::kLdOp);
     acc.store(dp_strip, G::kLdS);
     __syncwarp();
-    kv_probs_and_grads<T, D>(s_strip, dp_strip, s_add + warp * 16, s_lse, s_delta, p.scale, k0 + warp * 16,
+    kv_probs_and_grads<T, D>(s_strip, dp_strip, s_add + warp * 16, s_lse, s_delta, p, k0 + warp * 16,
                              p.q_offset() + i0, dr);
     __syncwarp();
     dv.template add_ab<G::kRows>(reinterpret_cast<const T*>(s_strip), G::kLdP, s_do, G::kLdOp);
@@ -221,7 +227,9 @@ __global__ void __launch_bounds__(TileGeometry<T, D>::kThreads) flash_bwd_q_kern
   const int64_t q_pos0 = p.q_offset() + q0 + warp * 16;
   const int64_t last_q = min(q0 + G::kRows, p.q_len) - 1;
   const int64_t k_end = min(p.k_len, p.q_offset() + last_q + 1);
-  for (int64_t k0 = 0; k0 < k_end; k0 += G::kRows) {
+  const int64_t tile_pos0 = p.q_offset() + q0;  // the forward's key tiles for this query tile
+  for (int64_t k0 = p.walked_key_tile(0, tile_pos0, G::kRows); k0 < k_end;
+       k0 = p.walked_key_tile(k0 + G::kRows, tile_pos0, G::kRows)) {
     __syncthreads();  // the previous key tile is no longer read (and Q, dO, row stats are ready)
     load_rows<T, D, G::kRows, G::kThreads>(s_k, G::kLdOp, static_cast<const T*>(p.k) + head_k, k0, p.k_len);
     load_rows<T, D, G::kRows, G::kThreads>(s_v, G::kLdOp, static_cast<const T*>(p.v) + head_k, k0, p.k_len);
@@ -236,7 +244,7 @@ __global__ void __launch_bounds__(TileGeometry<T, D>::kThreads) flash_bwd_q_kern
     acc.template add_abt<D>(do_rows, G::kLdOp, s_v, G::kLdOp);
     acc.store(dp_strip, G::kLdS);
     __syncwarp();
-    q_grads<T, D>(s_strip, dp_strip, s_add, s_lse + warp * 16, s_delta + warp * 16, p.scale, q_pos0, k0);
+    q_grads<T, D>(s_strip, dp_strip, s_add, s_lse + warp * 16, s_delta + warp * 16, p, q_pos0, k0);
     __syncwarp();
     dq.template add_ab<G::kRows>(reinterpret_cast<const T*>(s_strip), G::kLdP, s_k, G::kLdOp);
   }

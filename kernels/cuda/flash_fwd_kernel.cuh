@@ -2,8 +2,9 @@
 //
 // Block = one (batch, head) and one tile of 64 queries; warp w owns query rows 16w..16w+15 of the
 // tile for the whole kernel, so the softmax needs no block barrier, only __syncwarp. For each
-// 64-key tile up to the last key the tile's final query can see:
-//   S = Q K^T (warp strip, fp32)  ->  z = scale*S + r_j (or -inf: masked, past the end, causal)
+// 64-key tile up to the last key the tile's final query can see (with a window, only the tiles
+// holding kept keys and those from the window of the tile's first query on: docs/windows.md):
+//   S = Q K^T (warp strip, fp32)  ->  z = scale*S + r_j (or -inf: masked, past the end, not seen)
 //   m' = max(m, rowmax z);  P = exp(z - m');  l = l*exp(m - m') + rowsum P;  O = O*exp(m - m') + P V
 // The sink term starts the running state at m = b_h, l = 1 (= exp(b_h - m)), so it takes part in
 // the running max and a row with no visible key ends with o = 0, lse = b_h (SPEC Numerics).
@@ -29,10 +30,11 @@ struct FwdSmem : TileGeometry<T, D> {
 
 /// Online-softmax update of one warp's 16 rows for one key tile. Reads the logit strip row by row
 /// and overwrites each row with P (type T, row stride kLdP) once every lane has read it; rescales
-/// the warp's O rows by exp(m - m'). Lane l handles key columns l and l + 32.
+/// the warp's O rows by exp(m - m'). Lane l handles key columns l and l + 32. A row that sees no
+/// key of the tile keeps its (m, l, O): alpha = 1 (or 0 on a still empty row) and P = 0.
 template <typename T, int D>
 __device__ void softmax_update(float* strip, float* o_rows, const float* add, float (&m)[16], float (&l)[16],
-                               float scale, int64_t q_pos0, int64_t k0) {
+                               const FlashParams& p, int64_t q_pos0, int64_t k0) {
   using G = TileGeometry<T, D>;
   const int lane = threadIdx.x % 32;
   T* p_rows = reinterpret_cast<T*>(strip);
@@ -43,7 +45,7 @@ __device__ void softmax_update(float* strip, float* o_rows, const float* add, fl
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
       const int c = lane + 32 * u;
-      z[u] = (k0 + c <= q_pos) ? strip[r * G::kLdS + c] * scale + add[c] : -kInf;
+      z[u] = p.sees(q_pos, k0 + c) ? strip[r * G::kLdS + c] * p.scale + add[c] : -kInf;
     }
     const float m_new = fmaxf(m[r], warp_max(fmaxf(z[0], z[1])));
     const float m_use = m_new == -kInf ? 0.0f : m_new;  // nothing visible yet: avoid inf - inf
@@ -117,8 +119,10 @@ __global__ void __launch_bounds__(TileGeometry<T, D>::kThreads) flash_fwd_kernel
   const int64_t q_pos0 = p.q_offset() + q0 + warp * 16;  // absolute position of the warp's row 0
   const int64_t last_q = min(q0 + G::kRows, p.q_len) - 1;
   const int64_t k_end = min(p.k_len, p.q_offset() + last_q + 1);  // keys past it are causal-masked
+  const int64_t tile_pos0 = p.q_offset() + q0;  // the tile's first query, whose window starts first
 
-  for (int64_t k0 = 0; k0 < k_end; k0 += G::kRows) {
+  for (int64_t k0 = p.walked_key_tile(0, tile_pos0, G::kRows); k0 < k_end;
+       k0 = p.walked_key_tile(k0 + G::kRows, tile_pos0, G::kRows)) {
     __syncthreads();  // the previous tile's K, V, addend are no longer read (and s_q, s_o are ready)
     load_rows<T, D, G::kRows, G::kThreads>(s_k, G::kLdOp, k, k0, p.k_len);
     load_rows<T, D, G::kRows, G::kThreads>(s_v, G::kLdOp, v, k0, p.k_len);
@@ -130,7 +134,7 @@ __global__ void __launch_bounds__(TileGeometry<T, D>::kThreads) flash_fwd_kernel
     s.template add_abt<D>(q_rows, G::kLdOp, s_k, G::kLdOp);
     s.store(strip, G::kLdS);
     __syncwarp();
-    softmax_update<T, D>(strip, o_rows, s_add, m, l, p.scale, q_pos0, k0);
+    softmax_update<T, D>(strip, o_rows, s_add, m, l, p, q_pos0, k0);
     __syncwarp();  // P and the rescaled O rows are visible to the whole warp
 
     WarpStrip<T, D> o;

@@ -31,9 +31,35 @@ struct FlashParams {
   int head_dim = 0;
   float scale = 0.0f;
   bool has_sink = false;
+  int64_t window = 0;      // W of a local layer; 0: none, also when it hides no key (docs/windows.md)
+  int64_t keep_first = 0;  // n: keys j < n every query sees (with a window)
 
   /// Absolute position of query 0: queries are the last q_len of k_len positions.
   __host__ __device__ int64_t q_offset() const { return k_len - q_len; }
+
+  /// Whether the query at position q_pos sees key j: causally, and inside its window or kept
+  /// (docs/windows.md, "The rule"). The key mask and the sequence end are the addend's -inf.
+  __host__ __device__ bool sees(int64_t q_pos, int64_t j) const {
+    return j <= q_pos && (window == 0 || q_pos - j < window || j < keep_first);
+  }
+
+  /// The first key tile at or after k0 (tiles start at multiples of `rows`) that a query tile whose
+  /// first position is q_pos0 walks: every tile holding a kept key, then from the tile holding
+  /// q_pos0 - W + 1 on. A tile between holds only keys older than every window of the query tile.
+  __host__ __device__ int64_t walked_key_tile(int64_t k0, int64_t q_pos0, int rows) const {
+    if (window == 0 || k0 < keep_first) return k0;
+    const int64_t start = q_pos0 - window + 1;
+    return start > k0 ? start / rows * rows : k0;
+  }
+
+  /// One past the last query index that may see a key of the tile [k0, k0 + rows): q_len by
+  /// causality, and with a window, for a tile without a kept key, the query at position
+  /// k0 + rows - 1 + W - 1, the last that still has the tile's last key in its window.
+  __host__ __device__ int64_t query_end(int64_t k0, int rows) const {
+    if (window == 0 || k0 < keep_first) return q_len;
+    const int64_t end = k0 + rows - 1 + window - q_offset();
+    return end < 0 ? 0 : (end < q_len ? end : q_len);
+  }
 };
 
 /// Row padding of the Q/K/V/dO tiles in elements. 16-bit: 16 bytes, keeping wmma's 32-byte aligned

@@ -177,7 +177,8 @@ struct Block {
     void operator()(unsigned char* p) const { ::operator delete[](p, std::align_val_t(128)); }
   };
   Runner* runner = nullptr;
-  std::vector<std::array<float, 32>> shfl;
+  std::vector<std::array<std::array<float, 32>, 2>> shfl;  // per warp, two buffers used in turn
+  std::vector<unsigned char> shfl_turn;                     // per thread: the buffer of its next shuffle
   std::unique_ptr<unsigned char[], Free> smem;  // 128-byte aligned, like the GPU's
 };
 
@@ -195,6 +196,7 @@ inline void launch(dim3 grid, int threads, std::size_t smem_bytes, const std::fu
       Block block;
       block.runner = &runner;
       block.shfl.resize(threads / 32);
+      block.shfl_turn.assign(threads, 0);
       block.smem.reset(static_cast<unsigned char*>(::operator new[](smem_bytes + 1, std::align_val_t(128))));
       std::memset(block.smem.get(), 0xff, smem_bytes);
       g_block = &block;
@@ -215,14 +217,17 @@ inline unsigned char* dynamic_smem() { return dynamic_smem_host(); }
 inline void __syncthreads() { emu::g_block->runner->block_sync(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { emu::g_block->runner->warp_sync(); }
 
+/// One barrier per shuffle: consecutive shuffles use the warp's two buffers in turn, and a lane can
+/// only write a buffer again (two shuffles later) once every lane is past the barrier of the shuffle
+/// between, so past its reads of that buffer. Every lane of a warp runs the same shuffles.
 inline float __shfl_xor_sync(unsigned, float x, int lane_mask) {
-  auto& buf = emu::g_block->shfl[threadIdx.x / 32];
+  unsigned char& turn = emu::g_block->shfl_turn[threadIdx.x];
+  auto& buf = emu::g_block->shfl[threadIdx.x / 32][turn];
+  turn ^= 1;
   const int lane = threadIdx.x % 32;
   buf[lane] = x;
   __syncwarp();
-  const float y = buf[lane ^ lane_mask];
-  __syncwarp();
-  return y;
+  return buf[lane ^ lane_mask];
 }
 
 inline float atomicAdd(float* address, float value) {

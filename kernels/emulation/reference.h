@@ -14,9 +14,19 @@ using Vec = std::vector<double>;
 struct AttnCase {
   int64_t B = 1, H = 1, Tq = 1, Tk = 1, d = 64;
   bool sink = false, bias = false, mask = false;
+  int64_t window = 0, keep_first = 0;  // W (0: none) and n of docs/windows.md
+  /// o as the forward stores it (rounded to the kernel's type), for D_i = dO_i . o_i: the backward
+  /// reads that o, whose rounding error would otherwise add up over the rows of d_sink. Null: exact.
+  double (*o_stored)(double) = nullptr;
   Vec q, k, v, sink_logit, routing_bias, d_o, d_lse;  // [B,H,T,d], [H], [B,H,Tk], [B,H,Tq,d], [B,H,Tq]
   std::vector<char> key_mask;                         // [B,Tk]
   double scale() const { return 1.0 / std::sqrt(static_cast<double>(d)); }
+  /// docs/windows.md, "The rule": query position p sees key j <= p inside its window or kept.
+  bool sees(int64_t b, int64_t i, int64_t j) const {
+    const int64_t p = Tk - Tq + i;
+    const bool in_window = window == 0 || p - j < window || j < keep_first;
+    return j <= p && in_window && (!mask || key_mask[b * Tk + j]);
+  }
 };
 
 struct AttnResult {
@@ -43,7 +53,7 @@ inline AttnResult reference_attention(const AttnCase& c) {
         const double* qi = &c.q[(bh * Tq + i) * d];
         double m = c.sink ? c.sink_logit[h] : -inf;
         for (int64_t j = 0; j < Tk; ++j) {
-          const bool visible = j <= Tk - Tq + i && (!c.mask || c.key_mask[b * Tk + j]);
+          const bool visible = c.sees(b, i, j);
           double s = 0;
           for (int64_t e = 0; e < d; ++e) s += qi[e] * c.k[(bh * Tk + j) * d + e];
           z[j] = visible ? s * c.scale() + (c.bias ? c.routing_bias[bh * Tk + j] : 0.0) : -inf;
@@ -62,7 +72,7 @@ inline AttnResult reference_attention(const AttnCase& c) {
         // Backward: dz_ij = p_ij (dp_ij - D_i), D_i = dO_i . o_i - dlse_i; sink: dz = p_i (0 - D_i).
         const double* doi = &c.d_o[(bh * Tq + i) * d];
         double D = -c.d_lse[bh * Tq + i];
-        for (int64_t e = 0; e < d; ++e) D += doi[e] * oi[e];
+        for (int64_t e = 0; e < d; ++e) D += doi[e] * (c.o_stored ? c.o_stored(oi[e]) : oi[e]);
         if (c.sink) r.d_sink[h] -= std::exp(c.sink_logit[h] - lse) * D;
         for (int64_t j = 0; j < Tk; ++j) {
           if (p[j] == 0.0) continue;

@@ -29,6 +29,7 @@ struct LayerTrace {
   const AttentionResult& attention;   ///< o, lse, probs (if asked)
   const at::Tensor& sink_logit;       ///< [H] effective b_h (zeros for off_by_one), or undefined
   const at::Tensor& out_gate;         ///< [B, T, H] or [B, T, H d] output gate values in (0, 1), or undefined
+  const AttentionWindow& window;      ///< the layer's window (none: a global layer; docs/windows.md)
 };
 
 /// Optional probes into a forward pass. Positions include the sink token for the sink_token arm.
@@ -44,20 +45,26 @@ struct ForwardHooks {
   std::function<at::Tensor(int64_t layer, const at::Tensor& x)> on_residual;
 };
 
-/// Per-layer prepared keys of everything decoded so far (SPEC section 1, KV cache).
+/// Per-layer prepared keys of what decoding needs (SPEC section 1, KV cache): a global layer holds
+/// every position so far; a local layer the first keep_first positions and the window - 1 most
+/// recent ones (docs/windows.md, "KV-cache decoding").
 struct KVCache {
   std::vector<PreparedKeys> layers;
-  int64_t length() const { return layers.empty() || !layers[0].k.defined() ? 0 : layers[0].k.size(2); }
+  int64_t positions = 0;  ///< positions decoded so far (the sink token included), whatever the layers hold
+  int64_t length() const { return positions; }
 };
 
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
-  CausalSelfAttentionImpl(const ModelConfig& cfg, const ArmSpec& arm);
+  /// Block `layer`'s attention: its window is cfg.layer_window(layer).
+  CausalSelfAttentionImpl(const ModelConfig& cfg, const ArmSpec& arm, int64_t layer);
   /// x [B, T, d_model] (ln_1's output) -> [B, T, d_model]: c_proj of the heads' outputs, each
   /// times its output gate when the arm has one. With `cache`, the new keys are appended to it and the
-  /// queries attend to everything cached.
+  /// queries attend to everything cached; `first_position` is the position of x's first token (the
+  /// count the cache has seen; 0 without a cache). A local layer trims its cache to what the next
+  /// token's window needs.
   at::Tensor forward(const at::Tensor& x, int64_t layer, const ForwardHooks* hooks = nullptr,
-                     PreparedKeys* cache = nullptr);
+                     PreparedKeys* cache = nullptr, int64_t first_position = 0);
   /// The arm's parameters of this layer, the registered tensors themselves (filled at construction;
   /// to(device) and loading a checkpoint change their data in place).
   const ArmLayerParams& arm_params() const { return params_; }
@@ -70,6 +77,7 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
  private:
   ArmSpec arm_;
   ArmLayerParams params_;
+  AttentionWindow window_;  ///< none for a global layer
   int64_t n_head_, d_model_;
   int64_t rotary_dims_;  ///< 0 = no rotary (ModelConfig::rotary_dims)
   double rotary_base_;
@@ -90,10 +98,10 @@ TORCH_MODULE(MLP);
 
 class BlockImpl : public torch::nn::Module {
  public:
-  BlockImpl(const ModelConfig& cfg, const ArmSpec& arm);
+  BlockImpl(const ModelConfig& cfg, const ArmSpec& arm, int64_t layer);
   /// x + attn(ln_1 x), then + mlp(ln_2 .) of that; with parallel_residual x + attn(ln_1 x) + mlp(ln_2 x).
   at::Tensor forward(const at::Tensor& x, int64_t layer, const ForwardHooks* hooks = nullptr,
-                     PreparedKeys* cache = nullptr);
+                     PreparedKeys* cache = nullptr, int64_t first_position = 0);
   torch::nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
   CausalSelfAttention attn{nullptr};
   MLP mlp{nullptr};

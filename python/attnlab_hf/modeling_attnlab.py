@@ -14,6 +14,9 @@ docs/design.md: for one head, with s_ij = q_i . k_j / sqrt(d),
              its output is dropped
   out_gate   none | headwise | elementwise: o'_i = o_i * sigmoid(x_i W_g + c_g) from the attention's
              own input x_i, per head (W_g [d_model, H]) or per channel ([d_model, H d]), before c_proj
+  window     (docs/windows.md) in a local layer the sums over k <= i run over V(i) = { j <= i : i - j < W
+             or j < n } instead, positions counted as attention sees them (sink_token's e_sink is 0); the
+             sink term, the gates and the output gate are unchanged
 
 The rest is GPT-2 (pre-LayerNorm blocks, learned positions, tied head, tanh GELU), or, per config,
 rotary positions on the first floor(rotary_fraction * head_dim) channels of q and k (GPT-NeoX's
@@ -46,10 +49,35 @@ def rotate(x, first_position, rotary_dims, base):
     return torch.cat((rot * cos + rotated_half * sin, rest), dim=-1)
 
 
+def layer_window(config, layer):
+    """(W, n) for a local block, None for a global one or a model without a window (older exports have
+    no window keys): block l is local when window_pattern[l % len] is L, every block without a pattern."""
+    window = getattr(config, "window", None)
+    if window is None:
+        return None
+    pattern = getattr(config, "window_pattern", None) or "L"
+    if pattern[layer % len(pattern)] != "L":
+        return None
+    return window, getattr(config, "window_keep_first", 0) or 0
+
+
+def visible_keys(Tq, Tk, window, device):
+    """[Tq, Tk] bool: query row i, at position p = Tk - Tq + i, sees key j when j <= p and, under a
+    window (W, n), p - j < W or j < n. A window that hides nothing for this call (Tk <= W + n) is left
+    out, so such a layer is the global one exactly."""
+    p = torch.arange(Tk - Tq, Tk, device=device)[:, None]
+    j = torch.arange(Tk, device=device)[None, :]
+    visible = j <= p
+    if window is not None and Tk > window[0] + window[1]:
+        visible = visible & ((p - j < window[0]) | (j < window[1]))
+    return visible
+
+
 class AttnlabAttention(nn.Module):
-    def __init__(self, config):
+    def __init__(self, config, layer=0):
         super().__init__()
         self.config = config
+        self.window = layer_window(config, layer)  # (W, n) in a local layer, else None
         self.n_head, self.d_model = config.n_head, config.d_model
         self.head_dim = config.d_model // config.n_head
         self.rotary_dims = int(self.head_dim * config.rotary_fraction)
@@ -83,30 +111,21 @@ class AttnlabAttention(nn.Module):
             return torch.zeros(self.n_head, dtype=dtype, device=device)
         return None
 
-    def forward(self, x, key_mask=None):
-        B, T, _ = x.shape
-        q, k, v = self.c_attn(x).split(self.d_model, dim=2)
-        q, k, v = (t.view(B, T, self.n_head, self.head_dim).transpose(1, 2) for t in (q, k, v))
-        if self.rotary_dims > 0:
-            q = rotate(q, 0, self.rotary_dims, self.config.rotary_base)
-            k = rotate(k, 0, self.rotary_dims, self.config.rotary_base)
-        dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-        q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
-
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # [B, H, T, T]
+    def attend(self, q, k, v, visible):
+        """o [B, H, Tq, d] of the shared form before the output gate, from q [B, H, Tq, d], k and v
+        [B, H, Tk, d] (float32 or float64) and visible, a bool mask broadcasting to [B, H, Tq, Tk]."""
+        dtype = q.dtype
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # [B, H, Tq, Tk]
         if self.config.gate != "none":
             z = self.gate_logits(v)
             if self.config.gate_slot == "value":
                 v = v * torch.sigmoid(z)[..., None]
             else:
                 scores = scores + F.logsigmoid(z)[:, :, None, :]
-        visible = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()[None, None]
-        if key_mask is not None:
-            visible = visible & key_mask[:, None, None, :].bool()
         scores = scores.masked_fill(~visible, float("-inf"))
 
         # Row maximum over the keys and the sink term; 0 for a row with neither (all keys masked).
-        sink = self.sink_term(dtype, x.device)
+        sink = self.sink_term(dtype, q.device)
         row_max = scores.amax(dim=-1)
         if sink is not None:
             row_max = torch.maximum(row_max, sink[None, :, None])
@@ -116,13 +135,33 @@ class AttnlabAttention(nn.Module):
         if sink is not None:
             denominator = denominator + torch.exp(sink[None, :, None] - row_max)
         denominator = torch.where(denominator > 0, denominator, torch.ones_like(denominator))
-        out = (weights / denominator[..., None]) @ v  # [B, H, T, d]
-        out = out.to(x.dtype).transpose(1, 2)  # [B, T, H, d]
+        return (weights / denominator[..., None]) @ v
+
+    def gate_output(self, x, out):
+        """out [B, T, H, d] times the output gate read from the attention's input x [B, T, d_model]."""
         out_gate = getattr(self.config, "out_gate", "none")
-        if out_gate != "none":
-            gamma = torch.sigmoid(x @ self.out_gate_w + self.out_gate_c)  # [B, T, H] or [B, T, H d]
-            out = out * (gamma[..., None] if out_gate == "headwise" else gamma.view(B, T, self.n_head, self.head_dim))
-        return self.c_proj(out.reshape(B, T, self.d_model))
+        if out_gate == "none":
+            return out
+        B, T, _ = x.shape
+        gamma = torch.sigmoid(x @ self.out_gate_w + self.out_gate_c)  # [B, T, H] or [B, T, H d]
+        return out * (gamma[..., None] if out_gate == "headwise" else gamma.view(B, T, self.n_head, self.head_dim))
+
+    def forward(self, x, key_mask=None):
+        B, T, _ = x.shape
+        q, k, v = self.c_attn(x).split(self.d_model, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, self.head_dim).transpose(1, 2) for t in (q, k, v))
+        if self.rotary_dims > 0:
+            q = rotate(q, 0, self.rotary_dims, self.config.rotary_base)
+            k = rotate(k, 0, self.rotary_dims, self.config.rotary_base)
+        dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+        q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
+        # No KV cache here: every call is the whole sequence, so Tq = Tk = T (with sink_token, the
+        # learned token is position 0 of x, as the window counts it).
+        visible = visible_keys(T, T, self.window, x.device)[None, None]
+        if key_mask is not None:
+            visible = visible & key_mask[:, None, None, :].bool()
+        out = self.attend(q, k, v, visible).to(x.dtype).transpose(1, 2)  # [B, T, H, d]
+        return self.c_proj(self.gate_output(x, out).reshape(B, T, self.d_model))
 
 
 class AttnlabMLP(nn.Module):
@@ -137,11 +176,11 @@ class AttnlabMLP(nn.Module):
 
 
 class AttnlabBlock(nn.Module):
-    def __init__(self, config):
+    def __init__(self, config, layer=0):
         super().__init__()
         self.parallel_residual = config.parallel_residual
         self.ln_1 = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.attn = AttnlabAttention(config)
+        self.attn = AttnlabAttention(config, layer)
         self.ln_2 = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
         self.mlp = AttnlabMLP(config)
 
@@ -160,7 +199,7 @@ class AttnlabModel(nn.Module):
         self.wte = nn.Embedding(config.vocab_size, config.d_model)
         if int(config.d_model // config.n_head * config.rotary_fraction) == 0:
             self.wpe = nn.Embedding(config.block_size, config.d_model)
-        self.h = nn.ModuleList(AttnlabBlock(config) for _ in range(config.n_layer))
+        self.h = nn.ModuleList(AttnlabBlock(config, l) for l in range(config.n_layer))
         self.ln_f = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
         if config.sink_token:
             self.sink_token = nn.Parameter(torch.zeros(config.d_model))

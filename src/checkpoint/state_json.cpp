@@ -122,6 +122,10 @@ void read_architecture_options(const json& j, ModelConfig& cfg, const fs::path& 
   if (j.contains("parallel_residual")) cfg.parallel_residual = bool_field(j, "parallel_residual", file);
   if (j.contains("untied_head")) cfg.untied_head = bool_field(j, "untied_head", file);
   if (j.contains("gelu")) cfg.gelu = name_field<GeluKind>(j, "gelu", file);
+  // Windows (docs/windows.md): written only for a windowed model, so other checkpoints keep their bytes.
+  if (j.contains("window")) cfg.window = int_field(j, "window", file);
+  if (j.contains("window_pattern")) cfg.window_pattern = string_field(j, "window_pattern", file);
+  if (j.contains("window_keep_first")) cfg.window_keep_first = int_field(j, "window_keep_first", file);
 }
 
 RngStates parse_rng(const json& j, const fs::path& file) {
@@ -254,7 +258,7 @@ std::string quoted_names(const std::vector<std::string>& names) {
 }
 
 json model_config_to_json(const ModelConfig& cfg) {
-  return {{"arm", cfg.arm},
+  json j = {{"arm", cfg.arm},
           {"n_layer", cfg.n_layer},
           {"n_head", cfg.n_head},
           {"d_model", cfg.d_model},
@@ -266,6 +270,10 @@ json model_config_to_json(const ModelConfig& cfg) {
           {"parallel_residual", cfg.parallel_residual},
           {"untied_head", cfg.untied_head},
           {"gelu", to_string(cfg.gelu)}};
+  if (cfg.window) j["window"] = *cfg.window;
+  if (cfg.window_pattern) j["window_pattern"] = *cfg.window_pattern;
+  if (cfg.window_keep_first) j["window_keep_first"] = *cfg.window_keep_first;
+  return j;
 }
 
 ModelConfig model_config_from_json(const json& j, const fs::path& origin) {

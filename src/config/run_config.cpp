@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
 #include "attnlab/lr_schedule.h"
@@ -43,6 +44,9 @@ void visit_model_fields(ModelConfig& m, V& v) {
   v.field("parallel_residual", m.parallel_residual);
   v.field("untied_head", m.untied_head);
   v.field("gelu", m.gelu);
+  v.field("window", m.window);  // optional, as the two below: written only with a window (docs/windows.md)
+  v.field("window_pattern", m.window_pattern);
+  v.field("window_keep_first", m.window_keep_first);
 }
 
 // The config's keys in order: one list drives reading, checking, writing and diffing (docs/config.md).
@@ -224,6 +228,9 @@ RunConfig from_yaml(const YAML::Node& root) {
   if (cfg.init_seed == cfg.seed) cfg.init_seed.reset();
   if (cfg.data_seed == cfg.seed) cfg.data_seed.reset();
   validate(cfg);
+  // Before normalisation expands the pattern to one letter per block, which hides an unused tail.
+  if (const auto warning = window_pattern_warning(cfg.model); !warning.empty()) spdlog::warn("{}", warning);
+  normalize_window(cfg.model);
   return cfg;
 }
 
@@ -243,6 +250,22 @@ void check_task_names(const std::vector<std::string>& tasks) {
     require(fresh, fmt::format("eval.tasks: '{}' and '{}' are both task '{}' (a task is named by its file stem): "
                                "rename one", it->second, tasks[i], name));
   }
+}
+
+// What a config can know before a run about backends and local layers (docs/windows.md, "Backends").
+void check_window_backend(const RunConfig& c) {
+  auto model = c.model;
+  normalize_window(model);  // a window that hides nothing is no window: any backend runs it
+  if (!model.has_local_layer()) return;
+  const auto backend = c.attention.backend;
+  const auto named = "attention.backend: " + to_string(backend) + " ";
+  require(backend != AttentionBackend::sdpa && backend != AttentionBackend::cudnn,
+          named + "has no sliding window (model.window); use auto, fused, flash (CUDA) or reference");
+  if (backend != AttentionBackend::flash) return;
+  require(c.model.window_keep_first.value_or(0) == 0,
+          named + "runs FlashAttention-2's window, which keeps no first positions (model.window_keep_first = " +
+              std::to_string(*c.model.window_keep_first) + "); use auto, fused or reference");
+  require(c.train.device != DeviceChoice::cpu, named + "has no sliding window on CPU (train.device: cpu); use auto or fused");
 }
 
 constexpr int64_t kMaxThreads = 1024;                // more than any CPU has cores (and it must fit an int)
@@ -279,6 +302,7 @@ void validate(const RunConfig& c) {
   require(backend_computes_arm(c.attention.backend, c.model.arm_spec()),
           "attention.backend: " + to_string(c.attention.backend) + " computes plain softmax only; model.arm '" +
               c.model.arm + "' needs fused, flash or reference");
+  check_window_backend(c);
   require(!c.data.train.empty(), "data.train: required (a glob of llm.c-format train shards)");
   require(!c.data.val.empty(), "data.val: required (a glob of llm.c-format validation shards)");
   require(c.data.val_tokens > 0, "data.val_tokens: must be positive");

@@ -147,6 +147,10 @@ HfArchitecture from_attnlab(const ConfigReader& c) {
   m.untied_head = c.boolean("untied_head", false);
   m.gelu = c.name("gelu", GeluKind::tanh);
   m.routing_gate = c.name("routing_gate", GateKind::norm);
+  // Exports from before windows have none (docs/windows.md); validate() refuses impossible values.
+  if (c.has("window")) m.window = c.integer("window");
+  if (c.has("window_pattern")) m.window_pattern = c.string("window_pattern", "");
+  if (c.has("window_keep_first")) m.window_keep_first = c.integer("window_keep_first");
   try {
     const ArmSpec arm = m.arm_spec();
     const json expected = hf_config_json(HfExportKind::attnlab, m);
@@ -189,6 +193,7 @@ HfArchitecture architecture_from_hf(const json& config, const fs::path& file) {
   } catch (const std::invalid_argument& e) {
     throw CheckpointError(file, std::string("describes a model attnlab cannot build: ") + e.what());
   }
+  normalize_window(a.model);
   return a;
 }
 
@@ -225,6 +230,11 @@ json hf_config_json(HfExportKind kind, const ModelConfig& m, int64_t eot) {
            {"vocab_size", m.vocab_size}, {"rotary_fraction", m.rotary_fraction}, {"rotary_base", m.rotary_base},
            {"parallel_residual", m.parallel_residual}, {"untied_head", m.untied_head}, {"gelu", to_string(m.gelu)},
            {"layer_norm_eps", kLayerNormEps}, {"tie_word_embeddings", false}};
+      if (m.has_local_layer()) {  // the pattern expanded, one letter per block (normalize_window)
+        std::string pattern;
+        for (int64_t l = 0; l < m.n_layer; ++l) pattern += m.layer_is_local(l) ? 'L' : 'G';
+        j["window"] = *m.window, j["window_pattern"] = pattern, j["window_keep_first"] = m.window_keep_first.value_or(0);
+      }
       break;
     }
   }

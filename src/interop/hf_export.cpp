@@ -109,7 +109,8 @@ std::string to_string(HfExportKind kind) {
 }
 
 HfExportKind hf_export_kind(const ModelConfig& config) {
-  if (config.arm != "baseline") return HfExportKind::attnlab;
+  // transformers' GPT-2 and GPT-NeoX have no sliding window: a windowed model is attnlab's kind.
+  if (config.arm != "baseline" || config.has_local_layer()) return HfExportKind::attnlab;
   if (config.rotary_dims() > 0) return HfExportKind::gpt_neox;
   return config.parallel_residual ? HfExportKind::attnlab : HfExportKind::gpt2;
 }

@@ -14,7 +14,7 @@ GPTImpl::GPTImpl(ModelConfig cfg) : cfg_(std::move(cfg)) {
   wte = register_module("wte", torch::nn::Embedding(cfg_.padded_vocab(), cfg_.d_model));
   if (cfg_.rotary_dims() == 0) wpe = register_module("wpe", torch::nn::Embedding(cfg_.block_size, cfg_.d_model));
   h = register_module("h", torch::nn::ModuleList());
-  for (int64_t l = 0; l < cfg_.n_layer; ++l) h->push_back(Block(cfg_, arm_));
+  for (int64_t l = 0; l < cfg_.n_layer; ++l) h->push_back(Block(cfg_, arm_, l));
   ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg_.d_model})));
   if (cfg_.untied_head) {
     lm_head = register_module(
@@ -57,10 +57,12 @@ at::Tensor GPTImpl::embed(const at::Tensor& idx, int64_t first_position, bool pr
 at::Tensor GPTImpl::run_blocks(at::Tensor x, const ForwardHooks* hooks, KVCache* cache) {
   if (hooks && hooks->on_residual) x = hooks->on_residual(0, x);
   if (cache && cache->layers.empty()) cache->layers.resize(cfg_.n_layer);
+  const int64_t first_position = cache ? cache->positions : 0;
   for (int64_t l = 0; l < cfg_.n_layer; ++l) {
-    x = h[l]->as<Block>()->forward(x, l, hooks, cache ? &cache->layers[l] : nullptr);
+    x = h[l]->as<Block>()->forward(x, l, hooks, cache ? &cache->layers[l] : nullptr, first_position);
     if (hooks && hooks->on_residual) x = hooks->on_residual(l + 1, x);
   }
+  if (cache) cache->positions += x.size(1);
   return x;
 }
 

@@ -35,7 +35,70 @@ void validate_architecture_options(const ModelConfig& cfg) {
   }
 }
 
+// docs/windows.md, "Refused": each message names its key.
+void validate_window(const ModelConfig& cfg) {
+  if (cfg.window && *cfg.window < 1) {
+    throw std::invalid_argument("model.window: must be at least 1 (null: no window), got " + std::to_string(*cfg.window));
+  }
+  if (cfg.window_pattern) {
+    const auto& pattern = *cfg.window_pattern;
+    if (pattern.empty()) throw std::invalid_argument("model.window_pattern: empty; give L (local) and G (global) letters");
+    const auto bad = pattern.find_first_not_of("LG");
+    if (bad != std::string::npos) {
+      throw std::invalid_argument("model.window_pattern: '" + pattern + "' has '" + pattern[bad] + "' at index " +
+                                  std::to_string(bad) + "; only L (local) and G (global)");
+    }
+    if (!cfg.window) throw std::invalid_argument("model.window_pattern: needs model.window");
+  }
+  if (cfg.window_keep_first) {
+    if (*cfg.window_keep_first < 0) {
+      throw std::invalid_argument("model.window_keep_first: must be >= 0, got " + std::to_string(*cfg.window_keep_first));
+    }
+    if (*cfg.window_keep_first > 0 && !cfg.window) throw std::invalid_argument("model.window_keep_first: needs model.window");
+  }
+}
+
 }  // namespace
+
+bool ModelConfig::layer_is_local(int64_t layer) const {
+  if (!window) return false;
+  if (!window_pattern || window_pattern->empty()) return true;
+  return (*window_pattern)[static_cast<size_t>(layer) % window_pattern->size()] == 'L';
+}
+
+AttentionWindow ModelConfig::layer_window(int64_t layer) const {
+  if (!layer_is_local(layer)) return {};
+  return {*window, window_keep_first.value_or(0)};
+}
+
+bool ModelConfig::has_local_layer() const {
+  for (int64_t l = 0; l < n_layer; ++l)
+    if (layer_is_local(l)) return true;
+  return false;
+}
+
+void normalize_window(ModelConfig& cfg) {
+  if (!cfg.window) {
+    cfg.window_keep_first.reset();  // 0 without a window (validate refuses more)
+    return;
+  }
+  std::string expanded;
+  for (int64_t l = 0; l < cfg.n_layer; ++l) expanded += cfg.layer_is_local(l) ? 'L' : 'G';
+  const int64_t keep = cfg.window_keep_first.value_or(0);
+  const int64_t positions = cfg.block_size + (cfg.arm_spec().sink_token ? 1 : 0);
+  if (expanded.find('L') == std::string::npos || *cfg.window + keep >= positions) {  // hides nothing: no window
+    cfg.window.reset(), cfg.window_pattern.reset(), cfg.window_keep_first.reset();
+    return;
+  }
+  cfg.window_pattern = expanded;
+  cfg.window_keep_first = keep;
+}
+
+std::string window_pattern_warning(const ModelConfig& cfg) {
+  if (!cfg.window_pattern || static_cast<int64_t>(cfg.window_pattern->size()) <= cfg.n_layer) return "";
+  return "model.window_pattern: '" + *cfg.window_pattern + "' is longer than model.n_layer = " +
+         std::to_string(cfg.n_layer) + "; the layers use '" + cfg.window_pattern->substr(0, cfg.n_layer) + "'";
+}
 
 template <>
 const NameTable<GeluKind>& name_table<GeluKind>() {
@@ -61,6 +124,7 @@ void ModelConfig::validate() const {
                                 " is not divisible by model.n_head = " + std::to_string(n_head));
   }
   validate_architecture_options(*this);
+  validate_window(*this);
 }
 
 ParamCounts count_params(const ModelConfig& cfg) {

@@ -333,7 +333,7 @@ TEST_F(HfInterop, EveryArmExportsAndTransformersGivesAttnlabEvalLoss) {
   };
   std::vector<Case> cases;
   for (const auto& arm : all_arms()) {
-    for (const std::string options : {"gpt2", "neox"}) {
+    for (const std::string options : {"gpt2", "neox", "window"}) {
       ModelConfig cfg;
       cfg.arm = arm.name;
       cfg.n_layer = 2, cfg.n_head = 2, cfg.d_model = 32, cfg.block_size = 32, cfg.vocab_size = 100;
@@ -341,6 +341,8 @@ TEST_F(HfInterop, EveryArmExportsAndTransformersGivesAttnlabEvalLoss) {
         cfg.rotary_fraction = 0.25, cfg.rotary_base = 500.0, cfg.parallel_residual = true, cfg.untied_head = true;
         cfg.gelu = GeluKind::erf;
       }
+      if (options == "window")  // a local-global pattern with a kept position, over 16-token sequences
+        cfg.window = 5, cfg.window_pattern = "LG", cfg.window_keep_first = 1;
       const GPT model = perturbed_model(cfg, 3);
       const fs::path run = dir() / "export" / (arm.name + "_" + options);
       save_run(run, model, shard, 3);
@@ -348,15 +350,17 @@ TEST_F(HfInterop, EveryArmExportsAndTransformersGivesAttnlabEvalLoss) {
       const auto printed = cli({"export-hf", "--checkpoint", run.string(), "--out", out.string()});
       const double loss = eval_loss(cli({"eval", "--checkpoint", run.string(), "--data", shard, "--tokens", "97"}));
       ASSERT_GT(loss, 0) << "no loss printed by attnlab eval";
-      const std::string expect = arm.name != "baseline" ? "AttnlabForCausalLM"
-                                 : options == "neox"   ? "GPTNeoXForCausalLM"
-                                                       : "GPT2LMHeadModel";
+      const std::string expect = arm.name != "baseline" || options == "window" ? "AttnlabForCausalLM"
+                                 : options == "neox"                          ? "GPTNeoXForCausalLM"
+                                                                              : "GPT2LMHeadModel";
       cases.push_back({arm.name, options, expect, out, loss});
 
       // And back: import reads every export form and gives the same parameters (in-process: the
       // import-hf command itself is exercised by the import tests above).
       const HfModel reloaded = read_hf_model(out);
       EXPECT_EQ(reloaded.config.arm, arm.name);
+      EXPECT_EQ(reloaded.config.window, cfg.window) << arm.name << " " << options;
+      EXPECT_EQ(reloaded.config.window_pattern, cfg.window_pattern) << arm.name << " " << options;
       const auto original = model->named_parameters();
       for (const auto& item : reloaded.model->named_parameters()) {
         auto want = original[item.key()];
@@ -384,7 +388,8 @@ TEST_F(HfInterop, EveryArmExportsAndTransformersGivesAttnlabEvalLoss) {
     EXPECT_EQ(config["attnlab_provenance"]["step"], 7);
     EXPECT_EQ(config["attnlab_provenance"]["seed"], 3);
     EXPECT_EQ(config["attnlab_provenance"]["config_hash"].get<std::string>().size(), 16u);
-    EXPECT_EQ(config.contains("auto_map"), c.arm != "baseline") << c.arm;
+    EXPECT_EQ(config.contains("auto_map"), c.expect_class == "AttnlabForCausalLM") << c.arm;
+    EXPECT_EQ(config.contains("window"), c.options == "window") << c.arm << " " << c.options;
     EXPECT_FALSE(fs::exists(c.out / "vocab.json")) << "the run's tokenizer is bytes: no GPT-2 files";
   }
   std::cout << cases.size() << " exports: max |transformers loss - attnlab eval loss| = " << worst << " nats\n";

@@ -132,6 +132,46 @@ TEST_F(TrainTest, InterruptedRunResumesBitIdentically) {
   EXPECT_EQ(final_json["final_val_loss"].get<double>(), resumed.final_val_loss);
 }
 
+// Every arm under a local-global pattern with a kept position (docs/windows.md) trains, and a run
+// interrupted at any step resumes to the same losses and weights bit for bit.
+TEST_F(TrainTest, EveryArmTrainsWithAWindowAndResumesBitIdentically) {
+  int64_t stop_at = 1;
+  for (const auto& arm : all_arms()) {
+    const std::vector<std::string> sets = {"model.arm=" + arm.name, "model.n_layer=2", "model.window=4",
+                                           "model.window_pattern=LG", "model.window_keep_first=1", "train.max_steps=6",
+                                           "checkpoint.every=4"};
+    auto with_out = [&](const std::string& out) { return config(out, sets); };
+    const auto straight = train(with_out(arm.name + "_a"));
+    ASSERT_EQ(straight.status, TrainStatus::finished) << arm.name;
+    TrainOptions stop;
+    stop.stop_after_steps = stop_at;
+    ASSERT_EQ(train(with_out(arm.name + "_b"), stop).status, TrainStatus::interrupted) << arm.name;
+    const auto resumed = train(with_out(arm.name + "_b"));
+    EXPECT_EQ(straight.final_val_loss, resumed.final_val_loss) << arm.name << " stopped after " << stop_at;
+    const auto wa = open_model(dir_ / (arm.name + "_a")), wb = open_model(dir_ / (arm.name + "_b"));
+    EXPECT_TRUE(wa.model->config().layer_is_local(0) && !wa.model->config().layer_is_local(1)) << arm.name;
+    for (const auto& item : wa.model->named_parameters())
+      EXPECT_TRUE(torch::equal(item.value(), wb.model->named_parameters()[item.key()])) << arm.name << " " << item.key();
+    stop_at = stop_at % 5 + 1;  // 1, 2, 3, 4, 5, 1, ...: before, at and after the checkpoint of step 4
+  }
+}
+
+// A window that hides nothing is no window: pattern G reads as the config without the keys, so the
+// run is the same run, and its final.json is byte for byte the other's but for where it lives.
+TEST_F(TrainTest, AllGlobalPatternTrainsTheRunWithoutAWindow) {
+  const auto plain = config("plain", {"train.max_steps=4"});
+  const auto global = config("global", {"train.max_steps=4", "model.window=4", "model.window_pattern=G"});
+  EXPECT_EQ(config_hash(plain), config_hash(global));
+  ASSERT_EQ(train(plain).status, TrainStatus::finished);
+  ASSERT_EQ(train(global).status, TrainStatus::finished);
+  auto strip = [&](const std::string& run) {
+    auto j = nlohmann::json::parse(std::ifstream(dir_ / run / "final.json"));
+    for (const char* k : {"time_s", "wall_time_s", "git_revision"}) j.erase(k);  // provenance: when and how long
+    return j.dump();
+  };
+  EXPECT_EQ(strip("plain"), strip("global"));
+}
+
 // init_seed drives the initialisation, data_seed the batch order: (seed 1, init_seed 5) and (seed 5,
 // data_seed 1) are the same run (init 5, data 1) bit for bit; changing either one changes the losses.
 TEST_F(TrainTest, InitSeedDrivesTheInitialisationAndDataSeedTheBatchOrder) {

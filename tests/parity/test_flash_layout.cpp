@@ -26,7 +26,7 @@ struct Counts {
 Counts layer_copies(const std::string& arm, AttentionBackend backend) {
   ModelConfig cfg;
   cfg.arm = arm, cfg.n_layer = 1, cfg.n_head = 2, cfg.d_model = 128, cfg.block_size = 64, cfg.vocab_size = 64;
-  CausalSelfAttention layer(cfg, arm_by_name(arm));
+  CausalSelfAttention layer(cfg, arm_by_name(arm), /*layer=*/0);
   layer->backend = backend;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(1);
   const auto x = at::normal(0.0, 1.0, {2, 64, 128}, gen).requires_grad_(true);

@@ -416,3 +416,72 @@ TEST_F(ConfigTest, FloatsAreWrittenInShortestRoundTripForm) {
 
 }  // namespace
 }  // namespace attnlab
+
+namespace attnlab {
+namespace {
+
+// Sliding windows (docs/windows.md, "Config keys"): refused values name the key; one spelling per
+// model (the pattern expanded, windows that hide nothing dropped); unset keys leave bytes and hash.
+TEST_F(ConfigTest, WindowKeysAreCheckedAndNormalised) {
+  const auto plain = load_run_config(dir_ / "run.yaml");
+  EXPECT_EQ(config_hash(plain), "d78697878743a01f") << "a config without window keys keeps its hash";
+  EXPECT_EQ(to_yaml(plain).find("window"), std::string::npos);
+
+  EXPECT_EQ(error_of("run.yaml", {"model.window=0"}), "model.window: must be at least 1 (null: no window), got 0");
+  EXPECT_EQ(error_of("run.yaml", {"model.window=32.0"}).rfind("model.window: expected an integer", 0), 0u);
+  EXPECT_EQ(error_of("run.yaml", {"model.window=8", "model.window_pattern=LgG"}),
+            "model.window_pattern: 'LgG' has 'g' at index 1; only L (local) and G (global)");
+  EXPECT_EQ(error_of("run.yaml", {"model.window=8", "model.window_pattern=''"}),
+            "model.window_pattern: empty; give L (local) and G (global) letters");
+  EXPECT_EQ(error_of("run.yaml", {"model.window_pattern=LG"}), "model.window_pattern: needs model.window");
+  EXPECT_EQ(error_of("run.yaml", {"model.window_keep_first=2"}), "model.window_keep_first: needs model.window");
+  EXPECT_EQ(error_of("run.yaml", {"model.window=8", "model.window_keep_first=-1"}),
+            "model.window_keep_first: must be >= 0, got -1");
+  EXPECT_NE(error_of("run.yaml", {"model.window=8", "attention.backend=cudnn"}).find("has no sliding window"),
+            std::string::npos);
+  EXPECT_NE(error_of("run.yaml", {"model.window=8", "model.window_keep_first=1", "attention.backend=flash"})
+                .find("model.window_keep_first = 1"),
+            std::string::npos);
+  EXPECT_NE(error_of("run.yaml", {"model.window=8", "attention.backend=flash", "train.device=cpu"})
+                .find("train.device: cpu"),
+            std::string::npos);
+
+  // Expanded to one letter per block (n_layer = 3), keep_first written; the window is on the model.
+  const auto lg = load_run_config(dir_ / "run.yaml", {"model.window=8", "model.window_pattern=LG"});
+  EXPECT_EQ(lg.model.window_pattern, std::optional<std::string>("LGL"));
+  EXPECT_EQ(lg.model.window_keep_first, std::optional<int64_t>(0));
+  EXPECT_TRUE(lg.model.layer_is_local(0) && !lg.model.layer_is_local(1) && lg.model.layer_is_local(2));
+  EXPECT_EQ(lg.model.layer_window(2).window, 8);
+  EXPECT_EQ(lg.model.layer_window(1).window, 0);
+  EXPECT_NE(config_hash(lg), config_hash(plain));
+  const auto lgl = load_run_config(dir_ / "run.yaml", {"model.window=8", "model.window_pattern=LGL"});
+  EXPECT_EQ(config_hash(lgl), config_hash(lg)) << "one model, one spelling, one hash";
+  const auto back = run_config_from_json(to_json(lg));
+  EXPECT_EQ(config_hash(back), config_hash(lg));
+  EXPECT_NE(to_yaml(lg).find("window_pattern: LGL"), std::string::npos);
+
+  // Windows that hide nothing are no window: the full-attention config and its hash.
+  for (const std::vector<std::string>& sets :
+       {std::vector<std::string>{"model.window=8", "model.window_pattern=G"},
+        std::vector<std::string>{"model.window=64"},                                 // W >= block_size
+        std::vector<std::string>{"model.window=60", "model.window_keep_first=4"}}) {  // W + n >= block_size
+    const auto none = load_run_config(dir_ / "run.yaml", sets);
+    EXPECT_FALSE(none.model.window.has_value()) << sets[0];
+    EXPECT_EQ(config_hash(none), config_hash(plain)) << sets[0];
+  }
+  // sink_token has one position more: W + n = 64 still hides key 0 from its last query.
+  const auto token = load_run_config(dir_ / "run.yaml", {"model.arm=sink_token", "model.window=64"});
+  EXPECT_EQ(token.model.window, std::optional<int64_t>(64));
+  // A pattern longer than the depth: warned (logged as the config is read, before it is expanded).
+  ModelConfig long_pattern;
+  long_pattern.window = 8, long_pattern.window_pattern = "LLLG";
+  EXPECT_EQ(window_pattern_warning(long_pattern),
+            "model.window_pattern: 'LLLG' is longer than model.n_layer = 2; the layers use 'LL'");
+  EXPECT_EQ(window_pattern_warning(lg.model), "");
+  // n >= W is a model (each query sees itself and the first n positions), not refused.
+  EXPECT_EQ(load_run_config(dir_ / "run.yaml", {"model.window=1", "model.window_keep_first=4"}).model.window,
+            std::optional<int64_t>(1));
+}
+
+}  // namespace
+}  // namespace attnlab

@@ -98,6 +98,51 @@ TEST_P(EveryArm, KvCacheDecodingEqualsFullForward) {
   EXPECT_EQ(cache.length(), 11 + (model->arm().sink_token ? 1 : 0));
 }
 
+// Decoding a windowed model (docs/windows.md, "KV-cache decoding") equals its full forward for more
+// steps than W + n, and a local layer holds at most n + W - 1 entries between steps, a global one
+// every position. With rotary positions too: a trimmed cache no longer counts the positions.
+TEST_P(EveryArm, WindowedKvCacheDecodingEqualsFullForward) {
+  for (int64_t keep : {0, 1}) {
+    for (double rotary : {0.0, 0.5}) {
+      auto cfg = tiny(GetParam());
+      cfg.window = 3, cfg.window_pattern = "LG", cfg.window_keep_first = keep, cfg.rotary_fraction = rotary;
+      auto model = build(cfg, 3, at::kDouble);
+      torch::NoGradGuard no_grad;
+      for (auto& item : model->named_parameters()) {
+        if (item.key().find("gate_") != std::string::npos || item.key().find("sink_logit") != std::string::npos)
+          item.value().uniform_(-1.0, 1.0);
+      }
+      torch::manual_seed(1);
+      auto idx = torch::randint(0, cfg.vocab_size, {2, 12}, torch::kLong);
+      auto full = model->forward(idx);
+      const std::string what = "n " + std::to_string(keep) + " rotary " + std::to_string(rotary);
+      auto unwindowed = tiny(GetParam());
+      unwindowed.rotary_fraction = rotary;
+      EXPECT_GT((build(unwindowed, 3, at::kDouble)->forward(idx) - full).abs().max().item<double>(), 1e-6)
+          << what << ": the window changes nothing";
+      KVCache cache;
+      std::vector<at::Tensor> parts = {model->forward_cached(idx.narrow(1, 0, 5), cache)};  // prefill past W + n
+      const int64_t extra = model->arm().sink_token ? 1 : 0;
+      for (int64_t t = 5; t < 12; ++t) {
+        parts.push_back(model->forward_cached(idx.narrow(1, t, 1), cache));
+        EXPECT_EQ(cache.layers[0].k.size(2), keep + 3 - 1) << what << ": local layer at step " << t;
+        EXPECT_EQ(cache.layers[1].k.size(2), t + 1 + extra) << what << ": global layer at step " << t;
+      }
+      EXPECT_LT((torch::cat(parts, 1) - full).abs().max().item<double>(), 1e-12) << what;
+      EXPECT_EQ(cache.length(), 12 + extra);
+    }
+  }
+}
+
+// A window that hides no key of the call runs as a global layer: bit for bit the model without one.
+TEST_P(EveryArm, WindowThatHidesNothingIsBitIdentical) {
+  auto cfg = tiny(GetParam());
+  auto windowed = cfg;
+  windowed.window = 8, windowed.window_keep_first = 1;  // 8 positions (9 with sink_token's) <= W + n = 9
+  auto idx = torch::randint(0, cfg.vocab_size, {2, 8}, torch::kLong);
+  EXPECT_TRUE(at::equal(build(cfg, 4)->forward(idx), build(windowed, 4)->forward(idx)));
+}
+
 TEST_P(EveryArm, ForwardBackwardRunsAndLogitsCoverTheRealVocab) {
   const auto cfg = tiny(GetParam());
   auto model = build(cfg, 5);

@@ -18,7 +18,8 @@ struct ProbeMeasure {
     per_head,    ///< a per-head mean accumulated in LayerProbeSums::*sums
     sink_rate,   ///< per layer and model only: the share of heads whose sink_score > kSinkRateThreshold
   };
-  enum class Needs { any_arm, sink, gate, out_gate };  ///< null for arms without a sink term / a gate / an output gate
+  /// Null for arms without a sink term / a gate / an output gate, and for models without a window.
+  enum class Needs { any_arm, sink, gate, out_gate, window };
 
   std::string name;        ///< JSON key, CSV column, probe_<name>.csv
   std::string label;       ///< Markdown column header
@@ -29,8 +30,11 @@ struct ProbeMeasure {
   bool in_tables = true;   ///< a column of probe.md and of the report's table
   HeadMeans LayerProbeSums::*sums = nullptr;  ///< Kind::per_head only
 
-  /// Whether an arm with (or without) a sink term, a gate and an output gate has this measure.
-  bool applies(bool has_sink, bool has_gate, bool has_out_gate = false) const;
+  /// Whether a model with `features` has this measure.
+  bool applies(const ProbeFeatures& features) const;
+  /// Whether files of a model with (or without) a window list this measure: a window measure only
+  /// for windowed models, so a model without a window writes the files it wrote before windows.
+  bool listed(bool windowed) const { return needs != Needs::window || windowed; }
 };
 
 /// Every measure, in the order files list them.

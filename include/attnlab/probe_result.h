@@ -42,15 +42,17 @@ struct InjectResult {
 
 /// {"layers": [{"layer", "heads": {measure: [H]}, "mean": {measure: x}, "sink_rate"}], "model":
 /// {measure: x, "sink_rate"}}: the per-head measures of probe_measure_table() under "heads" and
-/// "mean", every measure under "model". A none value, a NaN and an infinity are null.
+/// "mean", every measure under "model". A none value, a NaN and an infinity are null. A windowed
+/// model's layers also carry "type": "local" | "global", and the summary "by_type": {"local": {..},
+/// "global": {..}} (a type the model lacks is null); a model without a window writes neither.
 nlohmann::json to_json(const ProbeSummary& summary);
 
-/// Reads to_json()'s object back for an arm with (or without) a sink term and a gate: null is none
-/// for a measure the arm lacks (ProbeMeasure::applies) and NaN for one it has. Throws
+/// Reads to_json()'s object back for a model with `features`: null is none for a measure the model
+/// lacks (ProbeMeasure::applies) and NaN for one it has; a layer type must be the model's. Throws
 /// std::invalid_argument naming the key when one is missing or of the wrong type, a measure name is
 /// not in probe_measure_table(), a measure the arm lacks holds a number, or a layer's heads disagree
 /// in number.
-ProbeSummary probe_summary_from_json(const nlohmann::json& j, bool has_sink, bool has_gate, bool has_out_gate = false);
+ProbeSummary probe_summary_from_json(const nlohmann::json& j, const ProbeFeatures& features);
 
 /// {"kind", "cutoff", "eps", "layers", "per_layer", "seed"}.
 nlohmann::json to_json(const InjectOptions& options);

@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "attnlab/attention_window.h"
 #include "attnlab/batch_sampler.h"
+#include "attnlab/model_config.h"
 #include "attnlab/name_table.h"
 
 namespace attnlab {
@@ -45,6 +47,18 @@ at::Tensor read_norm_cutoff(const at::Tensor& read_norm, QuietCutoff cutoff);
 /// Quiet reads: read_norm [B, H, T] -> bool [B, H, T], true where ||v_j|| < read_norm_cutoff.
 at::Tensor quiet_reads(const at::Tensor& read_norm, QuietCutoff cutoff);
 
+/// What a probed model has, which decides the measures that apply (ProbeMeasure::applies): a sink
+/// term, a gate, an output gate, and for a windowed model each layer's type.
+struct ProbeFeatures {
+  bool sink = false, gate = false, out_gate = false;
+  std::vector<bool> local_layers;  ///< per layer, true for a local one; empty for a model without a window
+  /// A model with a window: its summary carries layer types and by-type means (docs/windows.md).
+  bool windowed() const { return !local_layers.empty(); }
+};
+
+/// The features of a model of `cfg` (its arm, routing gate applied, and its window pattern).
+ProbeFeatures probe_features(const ModelConfig& cfg);
+
 /// One layer's attention for one batch, as the probe reads it. Positions include sink_token's
 /// learned token (position 0).
 struct LayerProbeInputs {
@@ -53,6 +67,7 @@ struct LayerProbeInputs {
   at::Tensor phantom;    ///< [B, H, T] p_i (SPEC section 1), or undefined for an arm without a sink
   at::Tensor gate;       ///< [B, H, T] g_j, or undefined for an arm without a gate
   at::Tensor out_gate;   ///< [B, T, H] or [B, T, H d] output gate values (head-major), or undefined
+  AttentionWindow window;  ///< the layer's window (none: global); decides which queries see key 0
 };
 
 /// An output gate counts as closed below this: the paper's "sparsity" of gating scores (Qiu et al. 2025).
@@ -67,10 +82,15 @@ struct HeadMeans {
   double mean(int64_t head) const;
 };
 
-/// The per-head statistics of one layer, accumulated over batches (SPEC section 4):
-///  - first_key_mass:   mean over sequences and queries i >= 1 of a_i0 (query 0 is excluded: it
-///                      sees only key 0, so a_00 = 1 - p_0 carries no choice);
-///  - sink_score:       mean over sequences and queries i >= 0 of a_i0 (for kSinkRateThreshold);
+/// The per-head statistics of one layer, accumulated over batches (SPEC section 4; under a window,
+/// docs/windows.md, "Probes under a window"):
+///  - first_key_mass:   mean over sequences and queries i >= 1 that see key 0 of a_i0 (query 0 is
+///                      excluded: it sees only key 0, so a_00 = 1 - p_0 carries no choice; without a
+///                      window every query sees key 0);
+///  - sink_score:       mean over sequences and queries i >= 0 that see key 0 of a_i0 (for
+///                      kSinkRateThreshold);
+///  - oldest_key_mass:  mean over sequences and queries with at least two visible keys of a_{i, m(i)},
+///                      m(i) = min V(i) the oldest key the query sees (key 0 on a global layer);
 ///  - phantom_mass:     mean over sequences and queries i >= 0 of p_i (no sink: stays empty);
 ///  - read_norm_ratio:  mean over sequences of ||v_0|| / median_{j >= 1} ||v_j|| (T >= 2 and a
 ///                      positive median only);
@@ -83,7 +103,7 @@ struct HeadMeans {
 ///                      (output-gate arms only).
 struct LayerProbeSums {
   HeadMeans first_key_mass, sink_score, phantom_mass, read_norm_ratio, exposure, gate_mean, gate_closed_share,
-      out_gate_mean, out_gate_sparse_share;
+      out_gate_mean, out_gate_sparse_share, oldest_key_mass;
   explicit LayerProbeSums(int64_t n_head = 0);
   int64_t n_head() const { return int64_t(first_key_mass.sum.size()); }
 };
@@ -117,6 +137,7 @@ struct ProbeLayerSummary {
   /// Per-head measures: the mean over the layer's heads of the finite values (NaN when none is);
   /// sink_rate: the share of the layer's heads whose sink_score > kSinkRateThreshold.
   MeasureValues mean;
+  std::optional<bool> local;  ///< the layer's type in a windowed model (true: local); none without a window
   /// heads[] of `measure`; throws std::invalid_argument for an unknown name or one without per-head
   /// values (sink_rate).
   const std::vector<MeasureValue>& head_values(const std::string& measure) const;
@@ -127,23 +148,25 @@ struct ProbeLayerSummary {
 struct ProbeSummary {
   std::vector<ProbeLayerSummary> layers;
   MeasureValues model;
+  /// A windowed model's means over its local and over its global layers (the model's rule: every
+  /// (layer, head) of that type); none without a window, or where the model has no layer of the type.
+  std::optional<MeasureValues> local, global;
 };
 
 /// Per (layer, head), per layer (mean over heads), model (mean over every head) and the sink rate
 /// (share of heads whose sink_score > kSinkRateThreshold), for an arm with (or without) a sink term
 /// and a gate: the measures it lacks are none. The measures and their order are
 /// probe_measure_table()'s (probe_measures.h); to_json (probe_result.h) writes it.
-/// `has_out_gate`: the arm has an output gate (its measures are none otherwise).
-ProbeSummary probe_summary(const std::vector<LayerProbeSums>& layers, bool has_phantom, bool has_gate,
-                           bool has_out_gate = false);
+/// With `features.windowed()`, each layer carries its type and the summary its by-type means.
+ProbeSummary probe_summary(const std::vector<LayerProbeSums>& layers, const ProbeFeatures& features);
 
 /// Throws std::invalid_argument naming the first disagreement unless `summary` is one that
 /// probe_summary() could have produced for a model of n_layer layers of n_head heads and an arm with
 /// (or without) a sink term and a gate: layers numbered 0..n_layer-1, n_head values per per-head
 /// measure, shares in [0, 1] and ratios >= 0, and every mean and sink rate equal (to 1e-12 relative)
 /// to the one of its per-head values. A cached probe.json is reused only when it passes.
-void check_probe_summary(const ProbeSummary& summary, bool has_phantom, bool has_gate, int64_t n_layer, int64_t n_head,
-                         bool has_out_gate = false);
+/// For a windowed model, the layer types must be `features`' and the by-type means those of the heads.
+void check_probe_summary(const ProbeSummary& summary, const ProbeFeatures& features, int64_t n_layer, int64_t n_head);
 
 /// Which validation tokens a probe or injection reads.
 struct ProbeDataOptions {

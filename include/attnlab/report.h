@@ -37,6 +37,10 @@ struct RunRecord {
   RunState state;
   std::vector<CurvePoint> curve;        ///< its validation points (run_metrics.h)
   std::vector<TrainPoint> train_curve;  ///< training losses, binned to at most kTrainCurvePoints, in step order
+  /// A run with a local layer (docs/windows.md): the config hash of its config.yaml with the window keys
+  /// removed, which is the config hash of its full-attention twin; none without a window or config.yaml.
+  std::optional<std::string> full_attention_hash;
+  std::string config_hash;  ///< of its config.yaml; empty when it cannot be read
 
   bool finished() const { return state.status == RunStatus::finished; }
   double final_val_loss() const;    ///< final.json's, nats/token (finished or stale runs)
@@ -182,7 +186,16 @@ struct SweepReport {
   bool compare_paper = false;
   std::vector<RunRecord> runs;
   std::vector<GroupReport> groups;  ///< by tier (micro, 10m, 50m, 124m, 350m, then others), then variant
+  /// "Zero-option increment under windows" (docs/windows.md, "The report and the sweep"), one per
+  /// group of windowed runs whose full-attention twins (RunRecord::full_attention_hash) are in the
+  /// sweep: its arms and each twin's as "<arm>@full"; differences window_zero_option (the windowed
+  /// group's L(baseline) - L(sink_logit)), full_zero_option (the twins'), window_zero_option_shift
+  /// (their difference, seed for seed) and window_cost_<arm> = L(arm, window) - L(arm, full).
+  std::vector<GroupReport> windows;
 };
+
+/// The name a full-attention twin's arm takes in SweepReport::windows: "<arm>@full".
+std::string full_attention_arm(const std::string& arm);
 
 /// Collects the runs and computes every group's numbers. Throws as collect_runs() does.
 SweepReport build_report(const std::filesystem::path& sweep_dir, bool compare_paper);

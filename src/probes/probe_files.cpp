@@ -27,22 +27,27 @@ std::string cell(const MeasureValue& v, const char* spec = "{:.6g}") {
 
 std::string percent(const MeasureValue& v) { return has_number(v) ? fmt::format("{:.2f}%", 100 * *v) : "-"; }
 
-std::vector<const ProbeMeasure*> measures(bool tables_only, bool per_head_only) {
+bool windowed(const ProbeSummary& s) { return !s.layers.empty() && s.layers[0].local.has_value(); }
+
+// The measures a model's files list (ProbeMeasure::listed), in the table's order.
+std::vector<const ProbeMeasure*> measures(bool tables_only, bool per_head_only, bool windowed_model) {
   std::vector<const ProbeMeasure*> out;
   for (const auto& m : probe_measure_table())
-    if ((!tables_only || m.in_tables) && (!per_head_only || m.kind == ProbeMeasure::Kind::per_head)) out.push_back(&m);
+    if ((!tables_only || m.in_tables) && (!per_head_only || m.kind == ProbeMeasure::Kind::per_head) &&
+        m.listed(windowed_model))
+      out.push_back(&m);
   return out;
 }
 
 std::string heads_csv(const ProbeSummary& summary) {
   std::vector<std::string> header = {"layer", "head"};
-  for (const auto* m : measures(false, true)) header.push_back(m->name);
+  for (const auto* m : measures(false, true, windowed(summary))) header.push_back(m->name);
   csv::Table t(header);
   for (const auto& layer : summary.layers) {
     const size_t H = layer.head_values("first_key_mass").size();
     for (size_t h = 0; h < H; ++h) {
       std::vector<std::string> row = {std::to_string(layer.layer), std::to_string(h)};
-      for (const auto* m : measures(false, true)) row.push_back(cell(layer.head_values(m->name).at(h)));
+      for (const auto* m : measures(false, true, windowed(summary))) row.push_back(cell(layer.head_values(m->name).at(h)));
       t.row(row);
     }
   }
@@ -73,19 +78,24 @@ std::string probe_markdown(const ProbeResult& probe) {
   std::ostringstream out;
   out << fmt::format("# Probe of {} (arm {}, step {})\n\n", p.checkpoint, p.arm, p.step)
       << fmt::format("{} sequences x {} tokens of {}; {}.\n\n", p.sequences, p.length, p.data, p.dtype);
+  const auto& s = probe.summary;
+  const auto columns = measures(true, false, windowed(s));
   out << "| layer |";
-  for (const auto* m : measures(true, false)) out << " " << m->label << " |";
+  for (const auto* m : columns) out << " " << m->label << " |";
   out << "\n|---|";
-  for (size_t i = 0; i < measures(true, false).size(); ++i) out << "---:|";
+  for (size_t i = 0; i < columns.size(); ++i) out << "---:|";
   out << "\n";
   // A layer's means and its sink rate, or the model's.
   auto row = [&](const std::string& label, const MeasureValues& values) {
     out << "| " << label << " |";
-    for (const auto* m : measures(true, false)) out << " " << table_cell(*m, values[m->name]) << " |";
+    for (const auto* m : columns) out << " " << table_cell(*m, values[m->name]) << " |";
     out << "\n";
   };
-  for (const auto& layer : probe.summary.layers) row(std::to_string(layer.layer), layer.mean);
-  row("model", probe.summary.model);
+  for (const auto& layer : s.layers)
+    row(std::to_string(layer.layer) + (layer.local ? (*layer.local ? " (local)" : " (global)") : ""), layer.mean);
+  if (s.local) row("local layers", *s.local);
+  if (s.global) row("global layers", *s.global);
+  row("model", s.model);
   out << "\nConventions:\n";
   for (const auto& c : probe.conventions) out << "- " << c << "\n";
   return out.str();
@@ -139,7 +149,8 @@ std::map<std::string, std::string> probe_files(const ProbeResult& probe) {
   std::map<std::string, std::string> files = {{"probe.json", to_json(probe).dump(1) + "\n"},
                                               {"probe.md", probe_markdown(probe)},
                                               {"probe_heads.csv", heads_csv(probe.summary)}};
-  for (const auto* m : measures(false, true)) files["probe_" + m->name + ".csv"] = matrix_csv(probe.summary, m->name);
+  for (const auto* m : measures(false, true, windowed(probe.summary)))
+    files["probe_" + m->name + ".csv"] = matrix_csv(probe.summary, m->name);
   return files;
 }
 

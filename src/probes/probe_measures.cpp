@@ -4,14 +4,23 @@
 
 namespace attnlab {
 
-bool ProbeMeasure::applies(bool has_sink, bool has_gate, bool has_out_gate) const {
+bool ProbeMeasure::applies(const ProbeFeatures& f) const {
   switch (needs) {
     case Needs::any_arm: return true;
-    case Needs::sink: return has_sink;
-    case Needs::gate: return has_gate;
-    case Needs::out_gate: return has_out_gate;
+    case Needs::sink: return f.sink;
+    case Needs::gate: return f.gate;
+    case Needs::out_gate: return f.out_gate;
+    case Needs::window: return f.windowed();
   }
   return false;
+}
+
+ProbeFeatures probe_features(const ModelConfig& cfg) {
+  const ArmSpec arm = cfg.arm_spec();
+  ProbeFeatures f{arm.sink != SinkKind::none, arm.gate != GateKind::none, arm.out_gate != OutputGate::none, {}};
+  if (cfg.has_local_layer())
+    for (int64_t l = 0; l < cfg.n_layer; ++l) f.local_layers.push_back(cfg.layer_is_local(l));
+  return f;
 }
 
 const std::vector<ProbeMeasure>& probe_measure_table() {
@@ -48,6 +57,11 @@ const std::vector<ProbeMeasure>& probe_measure_table() {
        "out_gate_sparse_share: mean of [gamma < 0.1] over the same values (the gate's sparsity, Qiu et al. 2025); "
        "null without an output gate",
        K::per_head, N::out_gate, true, true, &LayerProbeSums::out_gate_sparse_share},
+      {"oldest_key_mass", "oldest-key mass",
+       "oldest_key_mass: mean over sequences and queries with at least two visible keys of a_{i,m(i)}, m(i) the "
+       "oldest key query i sees (0 on a global layer and with window_keep_first >= 1, else i - W + 1 once i >= W); "
+       "windowed models only",
+       K::per_head, N::window, true, true, &LayerProbeSums::oldest_key_mass},
   };
   return table;
 }

@@ -33,9 +33,7 @@ ProbeSummary probe_model(GPTImpl& model, const std::vector<Batch>& batches, cons
   torch::NoGradGuard no_grad;
   ReferenceBackendScope reference(model);
   const auto& cfg = model.config();
-  const bool has_phantom = model.arm().sink != SinkKind::none;
-  const bool has_gate = model.arm().gate != GateKind::none;
-  const bool has_out_gate = model.arm().out_gate != OutputGate::none;
+  const auto features = probe_features(cfg);
   std::vector<LayerProbeSums> sums(size_t(cfg.n_layer), LayerProbeSums(cfg.n_head));
 
   ForwardHooks hooks;
@@ -45,9 +43,10 @@ ProbeSummary probe_model(GPTImpl& model, const std::vector<Batch>& batches, cons
     LayerProbeInputs in;
     in.probs = t.attention.probs;        // (B, H, T, T)
     in.read_norm = t.keys.read_norm;     // (B, H, T)
-    if (has_phantom) in.phantom = phantom_mass(t.attention.lse, t.sink_logit);
-    if (has_gate) in.gate = t.keys.gate;
-    if (has_out_gate) in.out_gate = t.out_gate;     // (B, T, H) or (B, T, H d)
+    if (features.sink) in.phantom = phantom_mass(t.attention.lse, t.sink_logit);
+    if (features.gate) in.gate = t.keys.gate;
+    if (features.out_gate) in.out_gate = t.out_gate;  // (B, T, H) or (B, T, H d)
+    in.window = t.window;
     accumulate_layer(in, sums[size_t(t.layer)]);
   };
   if (progress) progress->add_total(int64_t(batches.size()));
@@ -55,7 +54,7 @@ ProbeSummary probe_model(GPTImpl& model, const std::vector<Batch>& batches, cons
     model.forward(batch.x.to(device), &hooks);
     if (progress) progress->advance();
   }
-  return probe_summary(sums, has_phantom, has_gate, has_out_gate);
+  return probe_summary(sums, features);
 }
 
 }  // namespace attnlab

@@ -19,20 +19,17 @@ using nlohmann::json;
 
 bool per_head(const ProbeMeasure& m) { return m.kind == ProbeMeasure::Kind::per_head; }
 
-// The arm's features, as the measures' applies() takes them.
-struct ArmHas {
-  bool sink, gate, out_gate;
-};
+using ArmHas = ProbeFeatures;
 
 // A measure's value as written: null where the arm lacks it; a number, or null for NaN, where it has it.
 MeasureValue read_value(const ProbeMeasure& m, const json& v, const ArmHas& has, const std::string& where) {
-  if (m.applies(has.sink, has.gate, has.out_gate)) return number_or_nan(v, where);
+  if (m.applies(has)) return number_or_nan(v, where);
   if (!v.is_null()) throw std::invalid_argument(where + " holds " + v.dump() + ", but the arm has no " + m.name);
   return std::nullopt;
 }
 
 // Every key of `obj` names a measure of the table, and every measure `wanted` is there.
-void check_measure_keys(const json& obj, bool per_head_only, const std::string& where) {
+void check_measure_keys(const json& obj, bool per_head_only, const std::string& where, bool windowed) {
   if (!obj.is_object()) throw std::invalid_argument("\"" + where + "\" is not a JSON object");
   for (const auto& item : obj.items()) {
     const ProbeMeasure* m = nullptr;
@@ -44,8 +41,10 @@ void check_measure_keys(const json& obj, bool per_head_only, const std::string& 
     if (per_head_only && !per_head(*m)) throw std::invalid_argument(where + "." + item.key() + " has no per-head values");
   }
   // Files from before the output gate lack its measures: null (an arm without one) is what they would hold.
+  // A model without a window lists no window measure (ProbeMeasure::listed).
   for (const auto& m : probe_measure_table())
-    if ((!per_head_only || per_head(m)) && !obj.contains(m.name) && m.needs != ProbeMeasure::Needs::out_gate)
+    if ((!per_head_only || per_head(m)) && !obj.contains(m.name) && m.needs != ProbeMeasure::Needs::out_gate &&
+        m.listed(windowed))
       throw std::invalid_argument("lacks \"" + detail::json_path(where, m.name) + "\"");
 }
 
@@ -55,8 +54,13 @@ ProbeLayerSummary read_layer(const json& j, const ArmHas& has, const std::string
   layer.layer = json_field<int64_t>(j, "layer", where);
   const auto heads = json_field<json>(j, "heads", where);
   const auto mean = json_field<json>(j, "mean", where);
-  check_measure_keys(heads, true, where + ".heads");
-  check_measure_keys(mean, true, where + ".mean");
+  check_measure_keys(heads, true, where + ".heads", has.windowed());
+  check_measure_keys(mean, true, where + ".mean", has.windowed());
+  const std::string type = j.value("type", std::string());
+  if (has.windowed() != !type.empty() || (!type.empty() && type != "local" && type != "global"))
+    throw std::invalid_argument(where + ".type is '" + type + "': expected " +
+                                (has.windowed() ? "local or global (a windowed model)" : "none (no window)"));
+  if (!type.empty()) layer.local = type == "local";
   layer.heads.resize(table.size());
   size_t n_head = 0;
   for (size_t i = 0; i < table.size(); ++i) {
@@ -67,7 +71,7 @@ ProbeLayerSummary read_layer(const json& j, const ArmHas& has, const std::string
       continue;
     }
     const auto row = heads.value(m.name, json());
-    if (row.is_null() && !m.applies(has.sink, has.gate, has.out_gate)) {  // a file from before the measure
+    if (row.is_null() && !m.applies(has)) {  // a file from before the measure
       layer.heads[i].assign(n_head, std::nullopt);
       continue;
     }
@@ -104,10 +108,13 @@ std::vector<DoseLoss> read_doses(const json& j, const std::string& where) {
 
 json to_json(const ProbeSummary& s) {
   const auto& table = probe_measure_table();
+  const bool windowed = !s.layers.empty() && s.layers[0].local.has_value();
   json out = {{"layers", json::array()}, {"model", json::object()}};
   for (const auto& layer : s.layers) {
     json l = {{"layer", layer.layer}, {"heads", json::object()}, {"mean", json::object()}};
+    if (layer.local) l["type"] = *layer.local ? "local" : "global";
     for (size_t i = 0; i < table.size(); ++i) {
+      if (!table[i].listed(windowed)) continue;
       if (!per_head(table[i])) {
         l[table[i].name] = json_number(layer.mean.values[i]);
         continue;
@@ -119,22 +126,44 @@ json to_json(const ProbeSummary& s) {
     }
     out["layers"].push_back(l);
   }
-  for (size_t i = 0; i < table.size(); ++i) out["model"][table[i].name] = json_number(s.model.values[i]);
+  auto means = [&](const MeasureValues& values) {
+    json m = json::object();
+    for (size_t i = 0; i < table.size(); ++i)
+      if (table[i].listed(windowed)) m[table[i].name] = json_number(values.values[i]);
+    return m;
+  };
+  out["model"] = means(s.model);
+  if (windowed) {
+    out["by_type"] = {{"local", s.local ? means(*s.local) : json()}, {"global", s.global ? means(*s.global) : json()}};
+  }
   return out;
 }
 
-ProbeSummary probe_summary_from_json(const json& j, bool has_sink, bool has_gate, bool has_out_gate) {
-  const ArmHas has{has_sink, has_gate, has_out_gate};
+ProbeSummary probe_summary_from_json(const json& j, const ProbeFeatures& has) {
   const auto& table = probe_measure_table();
   ProbeSummary s;
   const auto layers = json_field<json>(j, "layers", "summary");
   if (!layers.is_array()) throw std::invalid_argument("summary.layers is not an array");
   for (size_t l = 0; l < layers.size(); ++l)
     s.layers.push_back(read_layer(layers[l], has, "summary.layers[" + std::to_string(l) + "]"));
-  const auto model = json_field<json>(j, "model", "summary");
-  check_measure_keys(model, false, "summary.model");
-  for (size_t i = 0; i < table.size(); ++i)
-    s.model.values[i] = read_value(table[i], model.value(table[i].name, json()), has, "summary.model." + table[i].name);
+  auto read_means = [&](const json& obj, const std::string& where) {
+    check_measure_keys(obj, false, where, has.windowed());
+    MeasureValues values;
+    for (size_t i = 0; i < table.size(); ++i)
+      values.values[i] = read_value(table[i], obj.value(table[i].name, json()), has, where + "." + table[i].name);
+    return values;
+  };
+  s.model = read_means(json_field<json>(j, "model", "summary"), "summary.model");
+  if (has.windowed()) {
+    const auto by_type = json_field<json>(j, "by_type", "summary");
+    for (const char* type : {"local", "global"}) {
+      const auto v = by_type.value(type, json());
+      if (!v.is_null()) (std::string(type) == "local" ? s.local : s.global) = read_means(v, std::string("summary.by_type.") + type);
+    }
+  }
+  for (size_t l = 0; l < s.layers.size() && has.windowed(); ++l)
+    if (l >= has.local_layers.size() || *s.layers[l].local != has.local_layers[l])
+      throw std::invalid_argument("summary.layers[" + std::to_string(l) + "].type is not the model's layer type");
   return s;
 }
 
@@ -195,8 +224,12 @@ ProbeResult probe_result_from_json(const json& j) {
   p.provenance = provenance_from_json(json_field<json>(j, "provenance", ""));
   p.conventions = json_field<std::vector<std::string>>(j, "conventions", "");
   const auto& arm = arm_by_name(p.provenance.arm);
-  p.summary = probe_summary_from_json(json_field<json>(j, "summary", ""), arm.sink != SinkKind::none,
-                                      arm.gate != GateKind::none, arm.out_gate != OutputGate::none);
+  const auto summary = json_field<json>(j, "summary", "");
+  ProbeFeatures features{arm.sink != SinkKind::none, arm.gate != GateKind::none, arm.out_gate != OutputGate::none, {}};
+  // A windowed model's layers carry their types (the cache check compares them with the model's).
+  for (const auto& layer : summary.value("layers", json::array()))
+    if (layer.is_object() && layer.contains("type")) features.local_layers.push_back(layer["type"] == "local");
+  p.summary = probe_summary_from_json(summary, features);
   if (j.contains("sink_state")) {
     const auto& s = j["sink_state"];
     const double ratio = number_or_nan(json_field<json>(s, "max_ratio", "sink_state"), "sink_state.max_ratio");

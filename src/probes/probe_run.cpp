@@ -1,5 +1,6 @@
 // Probes and injections of a trained run (open_trained chooses the tokens and records provenance),
 // and the cache the report reuses.
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
@@ -47,8 +48,19 @@ SinkStateRatio sink_state_ratio(GPTImpl& model, const Batch& batch, const c10::D
 ProbeResult probe_target(TrainedRun& t, Progress* progress) {
   t.provenance.attention = "reference backend, one layer's [B, H, T, T] probabilities at a time";
   auto conventions = position_conventions();
-  for (const auto& m : probe_measure_table()) conventions.push_back(m.definition);
+  const auto& cfg = t.model->config();
+  const bool windowed = cfg.has_local_layer();
+  for (const auto& m : probe_measure_table())
+    if (m.listed(windowed)) conventions.push_back(m.definition);
   conventions.push_back("per layer: mean over heads; model: mean over every (layer, head)");
+  if (windowed) {  // docs/windows.md, "Probes under a window"
+    conventions.push_back(fmt::format(
+        "window: a local layer's query i sees keys j <= i with i - j < {} or j < {} (model.window, "
+        "model.window_keep_first); first_key_mass and sink_score average only the queries that see key 0",
+        *cfg.window, cfg.window_keep_first.value_or(0)));
+    conventions.push_back("layers carry their type (local or global); by_type: the means over the local and over the "
+                          "global layers, every (layer, head) of the type");
+  }
   conventions.push_back("sink_state.max_ratio: the largest over residual layers l >= 1 of max_c |x_c| / median_c |x_c| "
                         "at position 0 of the first probe sequence (the massive-activation ratio; null = +inf)");
   auto summary = probe_model(*t.model, t.batches, t.device, progress);
@@ -92,10 +104,8 @@ ProbeResult cached_probe(const ProbeSource& source, const ProbeDataOptions& data
   auto t = load_target(source, data);
   const auto file = dir / "probe.json";
   const auto& cfg = t.model->config();
-  const auto& arm = t.model->arm();
   auto fits = [&](const ProbeResult& r) {
-    check_probe_summary(r.summary, arm.sink != SinkKind::none, arm.gate != GateKind::none, cfg.n_layer, cfg.n_head,
-                        arm.out_gate != OutputGate::none);
+    check_probe_summary(r.summary, probe_features(cfg), cfg.n_layer, cfg.n_head);
     if (!r.sink_state) throw std::invalid_argument("written before the sink-state ratio");  // probe again
   };
   if (auto hit = read_cached_probe(file, result_key(t.provenance), fits)) {

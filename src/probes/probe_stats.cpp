@@ -3,6 +3,8 @@
 // of the whole batch's T x T probabilities.
 #include "attnlab/probes.h"
 
+#include "attnlab/attention.h"
+
 #include <torch/torch.h>
 
 #include <cmath>
@@ -18,18 +20,45 @@ void require_shape(const at::Tensor& t, const char* name, at::IntArrayRef shape)
                                 (t.defined() ? c10::str(t.sizes()) : std::string("undefined")));
 }
 
+// Which queries of a layer with `window` each key-0 and oldest-key measure averages (docs/windows.md,
+// "Probes under a window"), over T positions: as float64 [T] masks, and each query's oldest key.
+struct QuerySets {
+  at::Tensor sees_first;  ///< query i sees key 0 (every query without a window)
+  at::Tensor choosing;    ///< query i sees at least two keys
+  at::Tensor oldest;      ///< [T] int64 m(i) = min V(i)
+};
+
+QuerySets query_sets(int64_t T, const AttentionWindow& window) {
+  const auto visible = visible_keys(T, T, window, at::kCPU);  // (T, T)
+  QuerySets q;
+  q.sees_first = visible.select(1, 0).to(at::kDouble);
+  q.choosing = (visible.sum(1) >= 2).to(at::kDouble);
+  q.oldest = visible.to(at::kByte).argmax(1);  // the first true column: the oldest visible key
+  return q;
+}
+
 // probs [H, T, T], read_norm [H, T] of one sequence, float64.
-void add_attention(const at::Tensor& probs, const at::Tensor& norms, LayerProbeSums& s) {
+void add_attention(const at::Tensor& probs, const at::Tensor& norms, const AttentionWindow& window, LayerProbeSums& s) {
   const int64_t H = probs.size(0), T = probs.size(1);
+  const auto q = query_sets(T, window);
   auto first = probs.select(2, 0);                                        // (H, T) a_i0
   auto quiet = quiet_reads(norms.unsqueeze(0), QuietCutoff::p25)[0];      // (H, T)
   auto exposed = (probs * quiet.unsqueeze(1).to(at::kDouble)).sum({1, 2});  // (H) sum_i sum_j a_ij [j quiet]
-  auto first_after_0 = T > 1 ? first.narrow(1, 1, T - 1).sum(1) : at::zeros({H}, first.options());
-  auto first_all = first.sum(1);
+  auto after_0 = q.sees_first.clone();
+  after_0[0] = 0.0;  // query 0 sees only key 0: no choice
+  auto oldest = probs.gather(2, q.oldest.view({1, T, 1}).expand({H, T, 1})).squeeze(2);  // (H, T) a_{i, m(i)}
+  // Without a window every query sees key 0: the sums of before windows, bit for bit.
+  const auto first_after_0 = !window.local() ? (T > 1 ? first.narrow(1, 1, T - 1).sum(1) : at::zeros({H}, first.options()))
+                                             : (first * after_0).sum(1);
+  const auto first_all = !window.local() ? first.sum(1) : (first * q.sees_first).sum(1);
+  const auto oldest_sum = (oldest * q.choosing).sum(1);
+  const double n_after_0 = after_0.sum().item<double>(), n_first = q.sees_first.sum().item<double>();
+  const double n_choosing = q.choosing.sum().item<double>();
   for (int64_t h = 0; h < H; ++h) {
-    s.first_key_mass.add(h, first_after_0[h].item<double>(), double(T - 1));
-    s.sink_score.add(h, first_all[h].item<double>(), double(T));
+    s.first_key_mass.add(h, first_after_0[h].item<double>(), n_after_0);
+    s.sink_score.add(h, first_all[h].item<double>(), n_first);
     s.exposure.add(h, exposed[h].item<double>(), double(T));
+    s.oldest_key_mass.add(h, oldest_sum[h].item<double>(), n_choosing);
   }
 }
 
@@ -92,7 +121,8 @@ double HeadMeans::mean(int64_t head) const {
 
 LayerProbeSums::LayerProbeSums(int64_t n_head)
     : first_key_mass(n_head), sink_score(n_head), phantom_mass(n_head), read_norm_ratio(n_head), exposure(n_head),
-      gate_mean(n_head), gate_closed_share(n_head), out_gate_mean(n_head), out_gate_sparse_share(n_head) {}
+      gate_mean(n_head), gate_closed_share(n_head), out_gate_mean(n_head), out_gate_sparse_share(n_head),
+      oldest_key_mass(n_head) {}
 
 void accumulate_layer(const LayerProbeInputs& in, LayerProbeSums& s) {
   if (!in.probs.defined() || in.probs.dim() != 4) throw std::invalid_argument("probe: probs must be [B, H, T, T]");
@@ -109,7 +139,7 @@ void accumulate_layer(const LayerProbeInputs& in, LayerProbeSums& s) {
   torch::NoGradGuard no_grad;
   for (int64_t b = 0; b < B; ++b) {
     const auto norms = in.read_norm[b].to(at::kDouble);  // (H, T)
-    add_attention(in.probs[b].to(at::kDouble), norms, s);
+    add_attention(in.probs[b].to(at::kDouble), norms, in.window, s);
     add_read_norm_ratio(norms, s);
     if (in.phantom.defined()) add_per_query(in.phantom[b].to(at::kDouble), s.phantom_mass);
     if (in.gate.defined()) {

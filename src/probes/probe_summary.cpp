@@ -31,36 +31,50 @@ std::vector<double> head_means(const LayerProbeSums& layer, const ProbeMeasure& 
   return heads;
 }
 
-// The summary of per-head means heads[layer][measure][head] (NaN where nothing was averaged).
-ProbeSummary summary_of_heads(const std::vector<std::vector<std::vector<double>>>& heads, bool has_phantom,
-                              bool has_gate, bool has_out_gate) {
+using HeadValues = std::vector<std::vector<double>>;  // [measure][every (layer, head) pooled]
+
+// The model rule over the pooled heads of some layers: per-head measures their mean, the sink rate
+// the share of them above the threshold.
+MeasureValues pooled_means(const HeadValues& pooled, const ProbeFeatures& f) {
   const auto& table = probe_measure_table();
-  auto value = [&](const ProbeMeasure& m, double v) {
-    return m.applies(has_phantom, has_gate, has_out_gate) ? MeasureValue(v) : std::nullopt;
-  };
   const size_t sink_score = probe_measure_index("sink_score");
+  MeasureValues out;
+  for (size_t i = 0; i < table.size(); ++i) {
+    const auto& m = table[i];
+    const double v = m.kind == ProbeMeasure::Kind::per_head ? mean_of(pooled[i])
+                                                            : share_above(pooled[sink_score], kSinkRateThreshold);
+    out.values[i] = m.applies(f) ? MeasureValue(v) : std::nullopt;
+  }
+  return out;
+}
+
+// The summary of per-head means heads[layer][measure][head] (NaN where nothing was averaged).
+ProbeSummary summary_of_heads(const std::vector<HeadValues>& heads, const ProbeFeatures& f) {
+  const auto& table = probe_measure_table();
+  auto value = [&](const ProbeMeasure& m, double v) { return m.applies(f) ? MeasureValue(v) : std::nullopt; };
   ProbeSummary out;
-  std::vector<std::vector<double>> every_head(table.size());  // per measure, every (layer, head)
+  HeadValues every_head(table.size()), by_type[2] = {HeadValues(table.size()), HeadValues(table.size())};
   for (size_t l = 0; l < heads.size(); ++l) {
     ProbeLayerSummary layer;
     layer.layer = int64_t(l);
     layer.heads.resize(table.size());
+    if (f.windowed()) layer.local = bool(f.local_layers.at(l));
     for (size_t i = 0; i < table.size(); ++i) {
       const auto& m = table[i];
       if (m.kind != ProbeMeasure::Kind::per_head) continue;
       for (double v : heads[l][i]) layer.heads[i].push_back(value(m, v));
-      layer.mean.values[i] = value(m, mean_of(heads[l][i]));
       every_head[i].insert(every_head[i].end(), heads[l][i].begin(), heads[l][i].end());
+      if (layer.local) by_type[*layer.local][i].insert(by_type[*layer.local][i].end(), heads[l][i].begin(), heads[l][i].end());
     }
-    for (size_t i = 0; i < table.size(); ++i)
-      if (table[i].kind == ProbeMeasure::Kind::sink_rate)
-        layer.mean.values[i] = value(table[i], share_above(heads[l][sink_score], kSinkRateThreshold));
+    HeadValues own(heads[l].begin(), heads[l].end());
+    layer.mean = pooled_means(own, f);
     out.layers.push_back(std::move(layer));
   }
-  for (size_t i = 0; i < table.size(); ++i) {
-    const auto& m = table[i];
-    out.model.values[i] = value(m, m.kind == ProbeMeasure::Kind::per_head ? mean_of(every_head[i])
-                                                                          : share_above(every_head[sink_score], kSinkRateThreshold));
+  out.model = pooled_means(every_head, f);
+  if (f.windowed()) {
+    const size_t first = probe_measure_index("first_key_mass");
+    if (!by_type[1][first].empty()) out.local = pooled_means(by_type[1], f);
+    if (!by_type[0][first].empty()) out.global = pooled_means(by_type[0], f);
   }
   return out;
 }
@@ -85,26 +99,29 @@ void check_range(const ProbeMeasure& m, const MeasureValue& v, const std::string
 
 }  // namespace
 
-ProbeSummary probe_summary(const std::vector<LayerProbeSums>& layers, bool has_phantom, bool has_gate,
-                           bool has_out_gate) {
+ProbeSummary probe_summary(const std::vector<LayerProbeSums>& layers, const ProbeFeatures& features) {
   const auto& table = probe_measure_table();
-  std::vector<std::vector<std::vector<double>>> heads(layers.size(), std::vector<std::vector<double>>(table.size()));
+  if (features.windowed() && features.local_layers.size() != layers.size())
+    throw std::invalid_argument("probe_summary: " + std::to_string(features.local_layers.size()) + " layer types for " +
+                                std::to_string(layers.size()) + " layers");
+  std::vector<HeadValues> heads(layers.size(), HeadValues(table.size()));
   for (size_t l = 0; l < layers.size(); ++l)
     for (size_t i = 0; i < table.size(); ++i)
       if (table[i].kind == ProbeMeasure::Kind::per_head) heads[l][i] = head_means(layers[l], table[i]);
-  return summary_of_heads(heads, has_phantom, has_gate, has_out_gate);
+  return summary_of_heads(heads, features);
 }
 
-void check_probe_summary(const ProbeSummary& s, bool has_phantom, bool has_gate, int64_t n_layer, int64_t n_head,
-                         bool has_out_gate) {
+void check_probe_summary(const ProbeSummary& s, const ProbeFeatures& features, int64_t n_layer, int64_t n_head) {
   const auto& table = probe_measure_table();
   if (int64_t(s.layers.size()) != n_layer)
     inconsistent(std::to_string(s.layers.size()) + " layers, but the model has " + std::to_string(n_layer));
-  std::vector<std::vector<std::vector<double>>> heads(s.layers.size(), std::vector<std::vector<double>>(table.size()));
+  std::vector<HeadValues> heads(s.layers.size(), HeadValues(table.size()));
   for (size_t l = 0; l < s.layers.size(); ++l) {
     const auto& layer = s.layers[l];
     const std::string at = "layers[" + std::to_string(l) + "]";
     if (layer.layer != int64_t(l)) inconsistent(at + " is numbered " + std::to_string(layer.layer));
+    const std::optional<bool> type = features.windowed() ? std::optional<bool>(features.local_layers[l]) : std::nullopt;
+    if (layer.local != type) inconsistent(at + " has another layer type than the model's");
     for (size_t i = 0; i < table.size(); ++i) {
       if (table[i].kind != ProbeMeasure::Kind::per_head) continue;
       const auto& row = layer.heads.at(i);
@@ -118,13 +135,19 @@ void check_probe_summary(const ProbeSummary& s, bool has_phantom, bool has_gate,
     }
   }
   // The means and sink rates must be those of the per-head values they summarise.
-  const auto want = summary_of_heads(heads, has_phantom, has_gate, has_out_gate);
+  const auto want = summary_of_heads(heads, features);
+  auto same_type_means = [&](const std::optional<MeasureValues>& got, const std::optional<MeasureValues>& w, size_t i) {
+    if (!got || !w) return !got && !w;
+    return same_value(got->values[i], w->values[i]);
+  };
   for (size_t i = 0; i < table.size(); ++i) {
     for (size_t l = 0; l < s.layers.size(); ++l)
       if (!same_value(s.layers[l].mean.values[i], want.layers[l].mean.values[i]))
         inconsistent("layers[" + std::to_string(l) + "] " + table[i].name + " is not the mean of its heads");
     if (!same_value(s.model.values[i], want.model.values[i]))
       inconsistent("model " + table[i].name + " is not the mean of every head");
+    if (!same_type_means(s.local, want.local, i) || !same_type_means(s.global, want.global, i))
+      inconsistent("by_type " + table[i].name + " is not the mean of the heads of its layer type");
   }
 }
 

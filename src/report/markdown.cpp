@@ -259,6 +259,12 @@ std::string report_markdown(const SweepReport& r) {
     if (std::find(variants.begin(), variants.end(), g.variant) == variants.end()) variants.push_back(g.variant);
   }
   for (const auto& v : variants) paper_layout_table(out, r, v);
+  for (const auto& w : r.windows) {  // docs/windows.md, "The report and the sweep"
+    out << "## Zero-option increment under windows: " << rf::group_title(w) << "\n\n"
+        << "Each windowed run against its full-attention twin: the run of the same config without the window keys "
+           "(same seed, so the same initial parameters and batches). Arms marked @full are the twins.\n\n";
+    difference_table(out, r, w, "Window differences (nats; positive: the arm subtracted is better)", w.differences);
+  }
   unfinished_list(out, r);
   return out.str();
 }

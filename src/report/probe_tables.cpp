@@ -63,6 +63,34 @@ std::vector<double> model_values(const Runs& runs, const std::string& measure) {
   return out;
 }
 
+// The value of `measure` over the local (or global) layers of the arm's windowed runs (docs/windows.md).
+std::vector<double> type_values(const Runs& runs, const std::string& measure, bool local) {
+  const size_t i = probe_measure_index(measure);
+  std::vector<double> out;
+  for (const auto* r : runs) {
+    if (!r->probe) continue;
+    const auto& means = local ? r->probe->summary.local : r->probe->summary.global;
+    if (!means) continue;
+    const auto& v = means->values[i];
+    if (v && std::isfinite(*v)) out.push_back(*v);
+  }
+  return out;
+}
+
+// Whether any run of the group was probed as a windowed model (its layers carry types).
+bool any_windowed(const std::map<std::string, Runs>& arms) {
+  for (const auto& [_, runs] : arms)
+    for (const auto* r : runs)
+      if (r->probe && !r->probe->summary.layers.empty() && r->probe->summary.layers[0].local) return true;
+  return false;
+}
+
+// The measures a windowed group shows per layer type, beside the model means.
+const std::vector<std::string>& by_type_measures() {
+  static const std::vector<std::string> names = {"first_key_mass", "oldest_key_mass", "exposure"};
+  return names;
+}
+
 // The massive-activation ratio of the arm's runs whose probe has a finite one.
 std::vector<double> sink_state_ratios(const Runs& runs) {
   std::vector<double> out;
@@ -82,18 +110,29 @@ std::optional<double> paper_value(const PaperProbeRow& p, const std::string& mea
 }
 
 // One column per measure of probe_measure_table() that tables show, in its order.
+// A windowed group also shows first-key mass, oldest-key mass and exposure over its local and its
+// global layers (docs/windows.md, "Probes under a window").
 void probe_table(std::ostream& out, const std::map<std::string, Runs>& arms, bool compare_paper) {
+  const bool windowed = any_windowed(arms);
   std::vector<const ProbeMeasure*> cols;
   for (const auto& m : probe_measure_table())
-    if (m.in_tables) cols.push_back(&m);
+    if (m.in_tables && m.listed(windowed)) cols.push_back(&m);
+  const size_t typed = windowed ? 2 * by_type_measures().size() : 0;
   out << "| arm |";
   for (const auto* m : cols) out << " " << m->label << " |";
+  if (windowed)
+    for (const auto& name : by_type_measures())
+      out << " " << probe_measure(name).label << ", local | " << probe_measure(name).label << ", global |";
   out << " sink-state max / median | n |\n|---|";
-  for (size_t i = 0; i <= cols.size() + 1; ++i) out << "---:|";
+  for (size_t i = 0; i <= cols.size() + typed + 1; ++i) out << "---:|";
   out << "\n";
   for (const auto& arm : arm_order(arms)) {
     out << "| " << arm << " |";
     for (const auto* m : cols) out << " " << stat_cell(model_values(arms.at(arm), m->name), m->percent) << " |";
+    if (windowed)
+      for (const auto& name : by_type_measures())
+        for (bool local : {true, false})
+          out << " " << stat_cell(type_values(arms.at(arm), name, local), probe_measure(name).percent) << " |";
     out << " " << stat_cell(sink_state_ratios(arms.at(arm)), false, 1) << " |";
     out << " " << model_values(arms.at(arm), "exposure").size() << " |\n";
   }
@@ -104,6 +143,7 @@ void probe_table(std::ostream& out, const std::map<std::string, Runs>& arms, boo
       const auto v = paper_value(p, m->name);
       out << (v ? " " + opt_cell(v, m->percent) + " |" : " |");
     }
+    for (size_t i = 0; i < typed; ++i) out << " |";
     out << " | |\n";
   }
 }

@@ -1,6 +1,7 @@
 // Grouping a sweep's runs by tier (and variant) and computing each group's numbers.
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "attnlab/arm.h"
@@ -113,7 +114,55 @@ GroupReport group_report(const SweepReport& report, const std::string& tier, con
   return group;
 }
 
+// The contrasts of a windowed group against its full-attention twins (SweepReport::windows).
+std::vector<Contrast> window_contrasts(const std::vector<std::string>& arms) {
+  const auto full = full_attention_arm;
+  std::vector<Contrast> out = {
+      {"window_zero_option", "zero-option increment, window", "L(baseline) - L(sink_logit), window",
+       {{"baseline", +1}, {"sink_logit", -1}}},
+      {"full_zero_option", "zero-option increment, full attention", "L(baseline) - L(sink_logit), full attention",
+       {{full("baseline"), +1}, {full("sink_logit"), -1}}},
+      {"window_zero_option_shift", "zero-option shift under the window",
+       "[L(baseline) - L(sink_logit)] window - [same] full attention",
+       {{"baseline", +1}, {"sink_logit", -1}, {full("baseline"), -1}, {full("sink_logit"), +1}}},
+  };
+  for (const auto& arm : arms)
+    out.push_back({"window_cost_" + arm, "window cost " + arm, "L(" + arm + ", window) - L(" + arm + ", full attention)",
+                   {{arm, +1}, {full(arm), -1}}});
+  return out;
+}
+
+// A windowed group with its full-attention twins, found by config hash, as arms "<arm>@full".
+std::optional<GroupReport> window_report(const SweepReport& report, const GroupReport& g) {
+  std::vector<RunRecord> members;
+  for (size_t i : g.runs) {
+    const auto& r = report.runs[i];
+    if (!r.full_attention_hash) return std::nullopt;  // a group mixing windowed and full runs: not one window
+    members.push_back(r);
+    for (const auto& twin : report.runs)
+      if (!twin.full_attention_hash && !twin.config_hash.empty() && twin.config_hash == *r.full_attention_hash) {
+        members.push_back(twin);
+        members.back().arm = full_attention_arm(twin.arm);
+      }
+  }
+  if (members.size() == g.runs.size()) return std::nullopt;  // no twin in the sweep
+  std::vector<const RunRecord*> runs;
+  for (const auto& m : members) runs.push_back(&m);
+  GroupReport w;
+  w.tier = g.tier, w.variant = g.variant, w.runs = g.runs;
+  std::set<std::string> arms;
+  for (const auto* r : runs) arms.insert(r->arm);
+  for (const auto& arm : arms) w.arms.push_back(arm_values(arm, runs, final_loss_quantity().value));
+  std::vector<std::string> own;
+  for (const auto& a : g.arms) own.push_back(a.arm);
+  for (const auto& contrast : window_contrasts(own)) w.differences.push_back(pair_contrast(contrast, runs));
+  adjust_family(w.differences);
+  return w;
+}
+
 }  // namespace
+
+std::string full_attention_arm(const std::string& arm) { return arm + "@full"; }
 
 std::vector<std::string> ordered_tiers(const std::vector<std::string>& tiers) {
   static const std::vector<std::string> known = {"micro", "10m", "50m", "124m", "350m"};
@@ -142,6 +191,8 @@ SweepReport build_report(const fs::path& sweep_dir, bool compare_paper) {
       auto group = group_report(report, tier, variant);
       if (!group.runs.empty()) report.groups.push_back(std::move(group));
     }
+  for (const auto& g : report.groups)
+    if (auto w = window_report(report, g)) report.windows.push_back(std::move(*w));
   return report;
 }
 

@@ -166,6 +166,8 @@ nlohmann::json report_json(const SweepReport& r) {
   nlohmann::json runs = nlohmann::json::array(), groups = nlohmann::json::array();
   for (const auto& run : r.runs) runs.push_back(run_json(run));
   for (const auto& g : r.groups) groups.push_back(group_json(g));
+  nlohmann::json windows = nlohmann::json::array();
+  for (const auto& w : r.windows) windows.push_back(group_json(w));
   nlohmann::json paper = nullptr;
   if (r.compare_paper) {
     paper = {{"tiers", paper_tiers()}, {"differences", nlohmann::json::object()}, {"best_arm", nlohmann::json::object()}};
@@ -176,7 +178,7 @@ nlohmann::json report_json(const SweepReport& r) {
       if (const auto best = paper_best_arm(t))
         paper["best_arm"][t] = {{"arm", *best}, {"val_loss", paper_val_loss(*best, t)->low}};
   }
-  return {{"format", "attnlab-report"},
+  nlohmann::json out = {{"format", "attnlab-report"},
           {"version", 1},
           {"sweep_dir", r.sweep_dir.string()},
           {"units", "final validation loss in nats/token; differences in nats, positive when the arm subtracted is better"},
@@ -190,6 +192,8 @@ nlohmann::json report_json(const SweepReport& r) {
           {"runs", runs},
           {"groups", groups},
           {"paper", paper}};
+  if (!windows.empty()) out["windows"] = windows;  // windowed sweeps only: other reports keep their keys
+  return out;
 }
 
 }  // namespace attnlab

@@ -42,6 +42,20 @@ void identify(RunRecord& r, const fs::path& dir) {
   }
 }
 
+// The run's config hash, and for a windowed run its full-attention twin's (docs/windows.md): the
+// same config without the window keys. An unreadable config.yaml leaves both empty (the run is
+// then reported as it is without a window).
+void read_window(RunRecord& r, const fs::path& dir) {
+  try {
+    auto cfg = RunDir(dir).config();
+    r.config_hash = config_hash(cfg);
+    if (!cfg.model.has_local_layer()) return;
+    cfg.model.window.reset(), cfg.model.window_pattern.reset(), cfg.model.window_keep_first.reset();
+    r.full_attention_hash = config_hash(cfg);
+  } catch (const FileError&) {  // identify() or inspect_run() already says what is wrong with it
+  }
+}
+
 std::vector<RunRecord> from_manifest(const fs::path& sweep_dir, const std::vector<ManifestEntry>& manifest) {
   std::vector<RunRecord> runs;
   for (const auto& entry : manifest) {
@@ -90,6 +104,7 @@ std::vector<RunRecord> collect_runs(const fs::path& sweep_dir) {
   std::vector<RunRecord> runs = manifest ? from_manifest(sweep_dir, *manifest) : from_scan(sweep_dir);
   if (runs.empty()) throw std::runtime_error(sweep_dir.string() + ": no runs (no manifest.json, no run directory with a config.yaml)");
   for (auto& r : runs) {
+    read_window(r, sweep_dir / r.name);
     try {
       auto history = RunDir(sweep_dir / r.name).metrics();
       r.curve = std::move(history.validation);

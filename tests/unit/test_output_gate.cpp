@@ -173,11 +173,12 @@ TEST(OutputGate, ProbeMeasuresAreTheMeanAndTheShareBelowOneTenth) {
   EXPECT_DOUBLE_EQ(elem.out_gate_sparse_share.mean(0), 0.75);
   EXPECT_DOUBLE_EQ(elem.out_gate_sparse_share.mean(1), 0.0);
 
-  const auto with = probe_summary({head}, false, false, true), without = probe_summary({head}, false, false, false);
+  const auto with = probe_summary({head}, ProbeFeatures{false, false, true});
+  const auto without = probe_summary({head}, ProbeFeatures{false, false, false});
   EXPECT_DOUBLE_EQ(*with.model["out_gate_sparse_share"], 0.25);
   EXPECT_FALSE(without.model["out_gate_mean"].has_value());
-  EXPECT_NO_THROW(check_probe_summary(with, false, false, 1, H, true));
-  EXPECT_THROW(check_probe_summary(with, false, false, 1, H, false), std::invalid_argument);
+  EXPECT_NO_THROW(check_probe_summary(with, ProbeFeatures{false, false, true}, 1, H));
+  EXPECT_THROW(check_probe_summary(with, ProbeFeatures{false, false, false}, 1, H), std::invalid_argument);
   in.out_gate = torch::ones({B, T, 3});
   EXPECT_THROW(accumulate_layer(in, head), std::invalid_argument) << "3 gate values do not split over 2 heads";
 }
@@ -189,18 +190,18 @@ TEST(OutputGate, ProbeJsonRoundTripsAndOlderFilesRead) {
   in.read_norm = torch::ones({1, 1, 2});
   LayerProbeSums sums(1);
   accumulate_layer(in, sums);
-  const auto summary = probe_summary({sums}, false, false);
+  const auto summary = probe_summary({sums}, ProbeFeatures{false, false});
   auto j = to_json(summary);
   for (auto* obj : {&j["model"], &j["layers"][0]["mean"], &j["layers"][0]["heads"]})
     for (const char* m : {"out_gate_mean", "out_gate_sparse_share"}) obj->erase(m);
-  const auto back = probe_summary_from_json(j, false, false);
-  EXPECT_NO_THROW(check_probe_summary(back, false, false, 1, 1));
+  const auto back = probe_summary_from_json(j, ProbeFeatures{false, false});
+  EXPECT_NO_THROW(check_probe_summary(back, ProbeFeatures{false, false}, 1, 1));
   EXPECT_DOUBLE_EQ(*back.model["first_key_mass"], 0.5);
-  EXPECT_THROW(probe_summary_from_json(j, false, false, true), std::invalid_argument) << "an output-gate arm needs them";
+  EXPECT_THROW(probe_summary_from_json(j, ProbeFeatures{false, false, true}), std::invalid_argument) << "an output-gate arm needs them";
 
   ProbeResult r;
   r.provenance.arm = "out_gate";
-  r.summary = probe_summary({sums}, false, false, true);
+  r.summary = probe_summary({sums}, ProbeFeatures{false, false, true});
   r.sink_state = SinkStateRatio{std::numeric_limits<double>::infinity(), 2};
   const auto read = probe_result_from_json(to_json(r));
   ASSERT_TRUE(read.sink_state.has_value());

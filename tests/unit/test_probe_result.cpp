@@ -51,7 +51,7 @@ ProbeSummary hand_made_summary() {
       l.phantom_mass.add(h, 0.25, 1.0);
       l.exposure.add(h, 0.1 * double(h + 1), 1.0);
     }
-  return probe_summary(layers, /*has_phantom=*/true, /*has_gate=*/false);
+  return probe_summary(layers, ProbeFeatures{true, false});
 }
 
 TEST(ProbeResultJson, SummaryRoundTripKeepsNoneAndNaN) {
@@ -70,7 +70,7 @@ TEST(ProbeResultJson, SummaryRoundTripKeepsNoneAndNaN) {
   EXPECT_TRUE(j["model"]["read_norm_ratio"].is_null());  // NaN
   EXPECT_TRUE(j["model"]["gate_mean"].is_null());        // not applicable
   EXPECT_TRUE(j["layers"][1]["heads"]["gate_closed_share"][0].is_null());
-  expect_same(probe_summary_from_json(j, true, false), s);
+  expect_same(probe_summary_from_json(j, ProbeFeatures{true, false}), s);
 }
 
 TEST(ProbeResultJson, SummaryReadBackRefusesWhatDoesNotFit) {
@@ -78,20 +78,20 @@ TEST(ProbeResultJson, SummaryReadBackRefusesWhatDoesNotFit) {
   auto unknown = j;
   unknown["model"]["first_key_share"] = 0.1;
   try {
-    probe_summary_from_json(unknown, true, false);
+    probe_summary_from_json(unknown, ProbeFeatures{true, false});
     FAIL() << "no throw";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("summary.model.first_key_share"), std::string::npos) << e.what();
   }
   auto missing = j;
   missing["layers"][0]["mean"].erase("exposure");
-  EXPECT_THROW(probe_summary_from_json(missing, true, false), std::invalid_argument);
+  EXPECT_THROW(probe_summary_from_json(missing, ProbeFeatures{true, false}), std::invalid_argument);
   auto ragged = j;
   ragged["layers"][1]["heads"]["exposure"].push_back(0.5);
-  EXPECT_THROW(probe_summary_from_json(ragged, true, false), std::invalid_argument);
+  EXPECT_THROW(probe_summary_from_json(ragged, ProbeFeatures{true, false}), std::invalid_argument);
   // Phantom mass is a number, so the arm has a sink term: read as an arm without one, it is refused.
   try {
-    probe_summary_from_json(j, false, false);
+    probe_summary_from_json(j, ProbeFeatures{false, false});
     FAIL() << "no throw";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("phantom_mass"), std::string::npos) << e.what();
@@ -112,15 +112,15 @@ Provenance provenance(const std::string& arm) {
 // way a hand-edited file can disagree is refused, naming it.
 TEST(ProbeSummaryCheck, RefusesWhatTheModelAndTheHeadsCouldNotHaveProduced) {
   const auto s = hand_made_summary();
-  EXPECT_NO_THROW(check_probe_summary(s, true, false, 2, 2));
-  EXPECT_THROW(check_probe_summary(s, true, false, 3, 2), std::invalid_argument);  // layer count
-  EXPECT_THROW(check_probe_summary(s, true, false, 2, 3), std::invalid_argument);  // head count
+  EXPECT_NO_THROW(check_probe_summary(s, ProbeFeatures{true, false}, 2, 2));
+  EXPECT_THROW(check_probe_summary(s, ProbeFeatures{true, false}, 3, 2), std::invalid_argument);  // layer count
+  EXPECT_THROW(check_probe_summary(s, ProbeFeatures{true, false}, 2, 3), std::invalid_argument);  // head count
   const size_t fkm = probe_measure_index("first_key_mass"), phantom = probe_measure_index("phantom_mass");
   auto refused = [&](const std::function<void(ProbeSummary&)>& edit, const std::string& named) {
     auto bad = s;
     edit(bad);
     try {
-      check_probe_summary(bad, true, false, 2, 2);
+      check_probe_summary(bad, ProbeFeatures{true, false}, 2, 2);
       ADD_FAILURE() << "accepted; expected a refusal naming " << named;
     } catch (const std::invalid_argument& e) {
       EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();

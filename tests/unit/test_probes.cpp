@@ -10,6 +10,7 @@
 #include "attnlab/attention.h"
 #include "attnlab/init.h"
 #include "attnlab/model.h"
+#include "attnlab/probe_result.h"
 #include "attnlab/probes.h"
 #include "extra_arm.h"
 #include "unit/test_helpers.h"
@@ -140,6 +141,85 @@ TEST(QuietReads, CutoffsSelectExactlyTheReadsBelowThePercentile) {
   }
 }
 
+// Uniform attention over each query's window V(i) (docs/windows.md), written with plain loops:
+// [1, H, T, T] with a_ij = 1 / |V(i)| on V(i).
+at::Tensor windowed_uniform_probs(int64_t H, int64_t T, int64_t W, int64_t n) {
+  auto p = torch::zeros({1, H, T, T}, torch::kDouble);
+  auto a = p.accessor<double, 4>();
+  for (int64_t i = 0; i < T; ++i) {
+    int64_t seen = 0;
+    for (int64_t j = 0; j <= i; ++j) seen += (i - j < W || j < n);
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t j = 0; j <= i; ++j)
+        if (i - j < W || j < n) a[0][h][i][j] = 1.0 / double(seen);
+  }
+  return p;
+}
+
+// The window measures (docs/windows.md, "Probes under a window") against means written out by hand.
+TEST(ProbeStats, WindowedMeasuresAverageTheQueriesThatSeeTheKey) {
+  const int64_t H = 2, T = 7;
+  struct Want {
+    int64_t W, n;
+    double first_key, sink_score, oldest;
+  };
+  const double nan = std::nan("");
+  for (const Want& w : {Want{3, 0, (1.0 / 2 + 1.0 / 3) / 2, (1 + 1.0 / 2 + 1.0 / 3) / 3, (1.0 / 2 + 5.0 / 3) / 6},
+                        Want{3, 1, (1.0 / 2 + 1.0 / 3 + 4.0 / 4) / 6, (1 + 1.0 / 2 + 1.0 / 3 + 4.0 / 4) / 7,
+                             (1.0 / 2 + 1.0 / 3 + 4.0 / 4) / 6},
+                        Want{1, 0, nan, 1.0, nan}}) {
+    LayerProbeSums sums(H);
+    LayerProbeInputs in{windowed_uniform_probs(H, T, w.W, w.n), torch::rand({1, H, T}) + 1, {}, {}, {}, {w.W, w.n}};
+    accumulate_layer(in, sums);
+    const std::string what = "W " + std::to_string(w.W) + " n " + std::to_string(w.n);
+    for (int64_t h = 0; h < H; ++h) {
+      auto expect = [&](double got, double want, const char* name) {
+        if (std::isnan(want)) EXPECT_TRUE(std::isnan(got)) << what << " " << name << " = " << got;
+        else EXPECT_NEAR(got, want, 1e-15) << what << " " << name;
+      };
+      expect(sums.first_key_mass.mean(h), w.first_key, "first_key_mass");
+      expect(sums.sink_score.mean(h), w.sink_score, "sink_score");
+      expect(sums.oldest_key_mass.mean(h), w.oldest, "oldest_key_mass");
+    }
+  }
+  // A global layer: the oldest key is key 0, so the two measures agree.
+  LayerProbeSums global(H);
+  accumulate_layer({uniform_probs(H, T), torch::rand({1, H, T}) + 1, {}, {}}, global);
+  EXPECT_DOUBLE_EQ(global.oldest_key_mass.mean(0), global.first_key_mass.mean(0));
+}
+
+// A windowed model's summary: layer types, by-type means over the heads of each type, the window
+// measure applied, and the JSON round trip; a model without a window lists none of it.
+TEST(ProbeSummary, WindowedSummaryCarriesLayerTypes) {
+  std::vector<LayerProbeSums> layers(3, LayerProbeSums(2));
+  for (int64_t l = 0; l < 3; ++l)
+    for (int64_t h = 0; h < 2; ++h) {
+      layers[l].first_key_mass.add(h, 0.1 * double(l + 1) + 0.01 * double(h), 1.0);
+      layers[l].oldest_key_mass.add(h, 0.5, 1.0);
+    }
+  ProbeFeatures f{false, false, false, {true, false, true}};
+  const auto s = probe_summary(layers, f);
+  ASSERT_TRUE(s.local && s.global);
+  EXPECT_EQ(s.layers[1].local, std::optional<bool>(false));
+  EXPECT_NEAR(s.local->operator[]("first_key_mass").value(), (0.1 + 0.11 + 0.3 + 0.31) / 4, 1e-15);
+  EXPECT_NEAR(s.global->operator[]("first_key_mass").value(), (0.2 + 0.21) / 2, 1e-15);
+  EXPECT_DOUBLE_EQ(s.model["oldest_key_mass"].value(), 0.5);
+  EXPECT_NO_THROW(check_probe_summary(s, f, 3, 2));
+  EXPECT_THROW(check_probe_summary(s, ProbeFeatures{false, false, false, {true, true, true}}, 3, 2), std::invalid_argument);
+  const auto j = to_json(s);
+  EXPECT_EQ(j["layers"][0]["type"], "local");
+  EXPECT_TRUE(j["by_type"]["global"].contains("oldest_key_mass"));
+  const auto back = probe_summary_from_json(j, f);
+  EXPECT_NO_THROW(check_probe_summary(back, f, 3, 2));
+  EXPECT_THROW(probe_summary_from_json(j, ProbeFeatures{}), std::invalid_argument) << "types without a window";
+
+  const auto plain = to_json(probe_summary(layers, ProbeFeatures{}));
+  EXPECT_FALSE(plain.contains("by_type"));
+  EXPECT_FALSE(plain["layers"][0].contains("type"));
+  EXPECT_FALSE(plain["model"].contains("oldest_key_mass")) << "a model without a window writes what it wrote before";
+  EXPECT_FALSE(plain["layers"][0]["heads"].contains("oldest_key_mass"));
+}
+
 TEST(QuietReads, TiesWithTheCutoffAreNotQuiet) {
   EXPECT_FALSE(quiet_reads(torch::full({1, 1, 6}, 2.0), QuietCutoff::median).any().item<bool>());
   auto norms = torch::tensor({1.0, 1.0, 1.0, 5.0}).view({1, 1, 4});  // p25 = 1, median = 1
@@ -151,7 +231,7 @@ TEST(QuietReads, TiesWithTheCutoffAreNotQuiet) {
 TEST(ProbeSummary, SinkRateCountsHeadsAboveThreshold) {
   LayerProbeSums layer(4);
   for (int64_t h = 0; h < 4; ++h) layer.sink_score.add(h, h == 0 ? 0.9 : (h == 1 ? 0.31 : 0.3), 1.0);
-  const auto s = probe_summary({layer}, false, false);
+  const auto s = probe_summary({layer}, ProbeFeatures{false, false});
   EXPECT_DOUBLE_EQ(s.layers[0].mean["sink_rate"].value(), 0.5);  // 0.3 itself is not above
   EXPECT_DOUBLE_EQ(s.model["sink_rate"].value(), 0.5);
   EXPECT_FALSE(s.model["phantom_mass"].has_value());

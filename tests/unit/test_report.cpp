@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -70,6 +71,7 @@ class ReportTest : public ::testing::Test {
     RunConfig cfg;  // what a real run's config.yaml holds: every key
     cfg.tier = tier, cfg.seed = seed, cfg.model.arm = arm;
     cfg.data.train = "train_*.bin", cfg.data.val = "val_*.bin", cfg.train.max_steps = 100;
+    if (window_) cfg.model.window = *window_, cfg.model.window_pattern = "LG", cfg.model.window_keep_first = 0;
     std::ofstream(run / "config.yaml") << to_yaml(cfg);
     return run;
   }
@@ -107,7 +109,47 @@ class ReportTest : public ::testing::Test {
   testing::TempDir tmp_;
   nlohmann::json manifest_ = nlohmann::json::array();
   std::string variant_;  ///< the variant of the runs the helpers add ("" for the grid above)
+  std::optional<int64_t> window_;  ///< the window of the runs the helpers add (pattern LG), none above
 };
+
+// A windowed group against its full-attention twins (docs/windows.md, "The report and the sweep"):
+//   tier tw      baseline s1 / s2   sink_logit s1 / s2
+//   full         4.100 / 4.200      4.080 / 4.190      zero option 0.020 / 0.010
+//   window 8     4.150 / 4.260      4.100 / 4.220      zero option 0.050 / 0.040
+// shift 0.030 / 0.030; window cost baseline 0.050 / 0.060, sink_logit 0.020 / 0.030.
+TEST_F(ReportTest, WindowedRunsPairWithTheirFullAttentionTwins) {
+  const double full[2][2] = {{4.100, 4.200}, {4.080, 4.190}}, windowed[2][2] = {{4.150, 4.260}, {4.100, 4.220}};
+  const char* arms[] = {"baseline", "sink_logit"};
+  for (int w = 0; w < 2; ++w) {
+    variant_ = w ? "model.window_pattern-LG" : "model.window_pattern-G";
+    window_ = w ? std::optional<int64_t>(8) : std::nullopt;
+    for (int a = 0; a < 2; ++a)
+      for (uint64_t seed : {1, 2}) {
+        add_to_manifest("tw", arms[a], seed);
+        finished("tw", arms[a], seed, (w ? windowed : full)[a][seed - 1]);
+      }
+  }
+  write_manifest();
+  const auto r = build_report(dir(), false);
+  ASSERT_EQ(r.windows.size(), 1u);
+  const auto& g = r.windows[0];
+  EXPECT_EQ(g.tier, "tw");
+  EXPECT_EQ(g.variant, "model.window_pattern-LG");
+  EXPECT_NEAR(diff(g, "window_zero_option").stats.mean, 0.045, 1e-12);
+  EXPECT_NEAR(diff(g, "full_zero_option").stats.mean, 0.015, 1e-12);
+  const auto& shift = diff(g, "window_zero_option_shift");
+  ASSERT_EQ(shift.pairs.size(), 2u);
+  EXPECT_NEAR(shift.pairs[0].value, 0.030, 1e-12);
+  EXPECT_NEAR(shift.pairs[1].value, 0.030, 1e-12);
+  EXPECT_NEAR(diff(g, "window_cost_baseline").stats.mean, 0.055, 1e-12);
+  EXPECT_NEAR(diff(g, "window_cost_sink_logit").stats.mean, 0.025, 1e-12);
+  EXPECT_EQ(arm(g, full_attention_arm("baseline")).stats.n, 2);
+  EXPECT_NE(report_markdown(r).find("## Zero-option increment under windows: tier tw (model.window_pattern-LG)"),
+            std::string::npos);
+  EXPECT_EQ(report_json(r)["windows"].size(), 1u);
+  // The other groups have no window: their report has no window table.
+  EXPECT_EQ(group(r, "t1").variant, "");
+}
 
 void expect_stats(const SampleStats& s, int64_t n, double mean, std::optional<double> sd, int64_t same_sign,
                   const std::string& what) {

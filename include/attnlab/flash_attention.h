@@ -26,8 +26,9 @@ inline constexpr int kFlashMinCudaCapability = 80;
 ///    mask top-left, so KV-cache decoding with Tq < Tk is left to the other backends);
 ///  - no key mask.
 /// `head_dim` and the lengths are those of q [B, H, Tq, d] and k [B, H, Tk, d].
-///  - a window (a local layer that hides a key, attention_window.h) only on CUDA and only with
-///    keep_first = 0: FlashAttention-2's window_size_left = W - 1 (docs/windows.md, "Backends").
+///  - a window (a local layer that hides a key, attention_window.h): on CUDA keep_first = 0 only
+///    (FlashAttention-2's window_size_left = W - 1); on CPU any, the kernel run over query chunks
+///    against the keys each chunk sees (docs/windows.md, "Backends").
 std::string flash_refusal(const at::Device& device, at::ScalarType dtype, int64_t head_dim, int64_t q_len,
                           int64_t k_len, bool key_mask, int cuda_capability = 0, const AttentionWindow& window = {});
 

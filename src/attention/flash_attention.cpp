@@ -120,10 +120,7 @@ class FlashAttentionFunction : public torch::autograd::Function<FlashAttentionFu
 std::string flash_refusal(const at::Device& device, at::ScalarType dtype, int64_t head_dim, int64_t q_len,
                           int64_t k_len, bool key_mask, int cuda_capability, const AttentionWindow& window) {
   if (key_mask) return "the flash kernels take no key mask";
-  if (window.hides_keys(k_len) && !device.is_cuda()) {
-    return "LibTorch's CPU flash kernel has no sliding window (docs/windows.md, \"Backends\")";
-  }
-  if (window.hides_keys(k_len) && window.keep_first > 0) {
+  if (window.hides_keys(k_len) && device.is_cuda() && window.keep_first > 0) {
     return "FlashAttention-2's window has no kept first positions (model.window_keep_first = " +
            std::to_string(window.keep_first) + "; docs/windows.md)";
   }
@@ -183,8 +180,8 @@ AttentionResult flash_attention(const AttentionInputs& in, FlashComposition comp
   const auto reason = flash_refusal(in.q.device(), in.q.scalar_type(), in.q.size(3), in.q.size(2), in.k.size(2),
                                     in.key_mask.defined(), cuda_compute_capability(in.q.device()), in.window);
   if (!reason.empty()) throw std::invalid_argument(std::string(kWho) + ": " + reason);
-  const int64_t left = in.window.hides_keys(in.k.size(2)) ? in.window.window - 1 : -1;
-  return detail::composed_kernel_attention(in, {composition, nullptr, left});
+  const auto window = in.window.hides_keys(in.k.size(2)) ? in.window : AttentionWindow{};
+  return detail::composed_kernel_attention(in, {composition, nullptr, window});
 }
 
 }  // namespace attnlab

@@ -8,6 +8,7 @@
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward.h>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <tuple>
 #include <vector>
@@ -102,21 +103,112 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> device_flash_backward(const at::T
                                                                  scale);
 }
 
-// ---- FlashAttention-2's own window (CUDA): the ops under _scaled_dot_product_flash_attention, which
-// take window_size_left / right, on the [B, T, H, d] views (the model's layout: no copy). ----
+// ---- A local layer (docs/windows.md, "Backends"). CUDA: FlashAttention-2's own window, the ops under
+// _scaled_dot_product_flash_attention, which take window_size_left / right, on the [B, T, H, d] views
+// (the model's layout: no copy). CPU: LibTorch's CPU flash kernel, which has no window, over chunks of
+// queries, each against only the keys its queries see (the kept ones, then the window's), the band as
+// the kernel's additive mask: O(T (W + n)) work, every row exact. ----
 
-KernelCalls windowed_flash_calls(int64_t left) {
+/// Queries [q0, q1) of a chunk and the keys they see: [0, kept) and [k0, k1), kept < k0.
+struct Chunk {
+  int64_t q0, q1, kept, k0, k1;
+  int64_t keys() const { return kept + k1 - k0; }
+};
+
+/// Queries per chunk: about half the window (the band's share of a chunk's keys stays near 2/3),
+/// within the CPU kernel's own query blocks of 32 to 256.
+int64_t chunk_size(const AttentionWindow& w) { return std::clamp<int64_t>(w.window / 2, 32, 256); }
+
+std::vector<Chunk> chunks_of(int64_t T, const AttentionWindow& w) {
+  std::vector<Chunk> out;
+  for (int64_t q0 = 0; q0 < T; q0 += chunk_size(w)) {
+    const int64_t q1 = std::min(T, q0 + chunk_size(w)), k0 = std::max<int64_t>(0, q0 - w.window + 1);
+    out.push_back({q0, q1, std::min(w.keep_first, k0), k0, q1});
+  }
+  return out;
+}
+
+/// The chunk's keys of t along `dim`: the kept ones, then the window's (a view when none is kept).
+at::Tensor chunk_keys(const at::Tensor& t, const Chunk& c, int64_t dim) {
+  const auto recent = t.narrow(dim, c.k0, c.k1 - c.k0);
+  return c.kept > 0 ? at::cat({t.narrow(dim, 0, c.kept), recent}, dim) : recent;
+}
+
+/// The kernel's additive mask of a chunk: 0 where query position p sees key position j, -inf
+/// elsewhere, [q1 - q0, keys]; plus the routing bias's mask columns [B, H, 1, T] when given.
+at::Tensor chunk_mask(const Chunk& c, const AttentionWindow& w, const at::Tensor& q,
+                      const std::optional<at::Tensor>& bias_mask) {
+  const auto opts = at::TensorOptions().dtype(at::kLong);
+  const auto p = at::arange(c.q0, c.q1, opts).view({-1, 1});
+  const auto kept = at::arange(0, c.kept, opts), recent = at::arange(c.k0, c.k1, opts);
+  const auto j = at::cat({kept, recent}).view({1, -1});
+  const auto visible = (j <= p).logical_and((p - j < w.window).logical_or(j < w.keep_first));
+  const auto type = bias_mask ? bias_mask->scalar_type() : q.scalar_type();
+  auto band = at::zeros(visible.sizes(), q.options().dtype(type))
+                  .masked_fill(visible.logical_not().to(q.device()), -std::numeric_limits<double>::infinity())
+                  .view({1, 1, c.q1 - c.q0, c.keys()});  // [1, 1, queries, keys]: broadcast over B and H
+  return bias_mask ? chunk_keys(*bias_mask, c, 3) + band : band;
+}
+
+/// dst's rows of the chunk's keys (along dim 2) += the chunk's key gradient.
+void add_chunk_keys(at::Tensor& dst, const at::Tensor& grad, const Chunk& c) {
+  if (c.kept > 0) dst.narrow(2, 0, c.kept).add_(grad.narrow(2, 0, c.kept));
+  dst.narrow(2, c.k0, c.k1 - c.k0).add_(grad.narrow(2, c.kept, c.k1 - c.k0));
+}
+
+/// [B, H, T, w] laid out [B, T, H, w], as the kernels return o and take dO.
+at::Tensor bthw_like(const at::Tensor& t) {
+  return at::empty({t.size(0), t.size(2), t.size(1), t.size(3)}, t.options()).transpose(1, 2);
+}
+
+FlashForward windowed_cpu_forward(const AttentionWindow& w, const at::Tensor& q, const at::Tensor& k,
+                                  const at::Tensor& v, const std::optional<at::Tensor>& mask, double scale) {
+  auto o = bthw_like(q);
+  auto lse = at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(attention_acc_dtype(q.scalar_type())));
+  for (const auto& c : chunks_of(q.size(2), w)) {
+    auto [o_c, lse_c] = at::_scaled_dot_product_flash_attention_for_cpu(
+        q.narrow(2, c.q0, c.q1 - c.q0), chunk_keys(k, c, 2), chunk_keys(v, c, 2), kNoDropout, /*is_causal=*/false,
+        chunk_mask(c, w, q, mask), scale);
+    o.narrow(2, c.q0, c.q1 - c.q0).copy_(o_c);
+    lse.narrow(2, c.q0, c.q1 - c.q0).copy_(lse_c);
+  }
+  return {o, lse, {}, {}, {}};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> windowed_cpu_backward(const AttentionWindow& w, const at::Tensor& d_o,
+                                                                     const at::Tensor& q, const at::Tensor& k,
+                                                                     const at::Tensor& v, const at::Tensor& out,
+                                                                     const at::Tensor& lse,
+                                                                     const std::optional<at::Tensor>& mask,
+                                                                     double scale) {
+  auto dq = bthw_like(q), dk = at::zeros_like(k), dv = at::zeros_like(v);
+  for (const auto& c : chunks_of(q.size(2), w)) {
+    const int64_t n = c.q1 - c.q0;
+    auto [dq_c, dk_c, dv_c] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
+        d_o.narrow(2, c.q0, n), q.narrow(2, c.q0, n), chunk_keys(k, c, 2), chunk_keys(v, c, 2), out.narrow(2, c.q0, n),
+        lse.narrow(2, c.q0, n).contiguous(), kNoDropout, /*is_causal=*/false, chunk_mask(c, w, q, mask), scale);
+    dq.narrow(2, c.q0, n).copy_(dq_c);  // every query's keys are in its own chunk: one write
+    add_chunk_keys(dk, dk_c, c);
+    add_chunk_keys(dv, dv_c, c);
+  }
+  return {dq, dk, dv};
+}
+
+KernelCalls windowed_calls(const AttentionWindow& w) {
   auto bthd = [](const at::Tensor& t) { return t.transpose(1, 2); };  // [B, H, T, d] <-> [B, T, H, d]
-  auto forward = [=](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>&,
+  const int64_t left = w.window - 1;
+  auto forward = [=](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& mask,
                      double scale) {
+    if (!q.is_cuda()) return windowed_cpu_forward(w, q, k, v, mask, scale);
     const int64_t T = q.size(2);
     auto r = at::_flash_attention_forward(bthd(q), bthd(k), bthd(v), std::nullopt, std::nullopt, T, T, kNoDropout,
                                           kCausal, /*return_debug_mask=*/false, scale, left, /*window_size_right=*/0);
     return FlashForward{bthd(std::get<0>(r)), std::get<1>(r).narrow(-1, 0, T), std::get<2>(r), std::get<3>(r), {}};
   };
   auto backward = [=](const at::Tensor& d_o, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                      const at::Tensor& out, const at::Tensor& lse, const std::optional<at::Tensor>&, double scale,
+                      const at::Tensor& out, const at::Tensor& lse, const std::optional<at::Tensor>& mask, double scale,
                       const FlashForward& f) {
+    if (!q.is_cuda()) return windowed_cpu_backward(w, d_o, q, k, v, out, lse, mask, scale);
     const int64_t T = q.size(2);
     auto [dq, dk, dv] = at::_flash_attention_backward(
         bthd(rows_contiguous(d_o)), bthd(q), bthd(k), bthd(v), bthd(rows_contiguous(out)), lse.contiguous(),
@@ -126,11 +218,11 @@ KernelCalls windowed_flash_calls(int64_t left) {
   return {forward, backward};
 }
 
-/// The calls of a route: its own, FlashAttention-2's windowed ops, or LibTorch's flash kernels.
+/// The calls of a route: its own, the windowed ones of a local layer, or LibTorch's flash kernels.
 std::shared_ptr<const KernelCalls> calls_of(const KernelRoute& route) {
   static const auto device_flash = std::make_shared<const KernelCalls>(KernelCalls{device_flash_forward, device_flash_backward});
   if (route.calls) return route.calls;
-  if (route.window_left >= 0) return std::make_shared<const KernelCalls>(windowed_flash_calls(route.window_left));
+  if (route.window.local()) return std::make_shared<const KernelCalls>(windowed_calls(route.window));
   return device_flash;
 }
 

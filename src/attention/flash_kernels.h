@@ -44,9 +44,10 @@ struct KernelCalls {
 struct KernelRoute {
   FlashComposition composition = FlashComposition::device;
   std::shared_ptr<const KernelCalls> calls;  ///< null: LibTorch's flash kernels of q's device
-  /// A local layer's W - 1 as FlashAttention-2's window_size_left (right 0), CUDA only; -1: none
-  /// (docs/windows.md, "Flash on CUDA").
-  int64_t window_left = -1;
+  /// A local layer's window, one that hides a key of the call (none: a global layer). CUDA:
+  /// FlashAttention-2's window_size_left = W - 1 (keep_first 0 only); CPU: LibTorch's CPU flash
+  /// kernel over query chunks against the keys each chunk sees (docs/windows.md, "Backends").
+  AttentionWindow window;
 };
 
 /// Gradients of one backward call; d_bias stays undefined without a bias.

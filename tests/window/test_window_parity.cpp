@@ -44,11 +44,12 @@ TEST_P(WindowGrid, FusedMatchesReference) {
   const AttentionWindow window{W, n};
   const auto l = parity::as_leaves(parity::arm_values(100 + T, 1, 2, T, 16), at::kCPU, at::kDouble);
   const auto want = run_windowed(arm, l, AttentionBackend::reference, window);
-  const auto got = run_windowed(arm, l, AttentionBackend::fused, window);
   const std::string what = name + " T " + std::to_string(T) + " W " + std::to_string(W) + " n " + std::to_string(n);
-  parity::expect_arm_runs_close(got, want, 1e-13, what);  // float64: two summation orders only
+  // float64: summation orders only. flash: LibTorch's CPU kernel over query chunks.
+  for (auto backend : {AttentionBackend::fused, AttentionBackend::flash})
+    parity::expect_arm_runs_close(run_windowed(arm, l, backend, window), want, 1e-13, what + " " + to_string(backend));
   if (!window.hides_keys(T)) {
-    for (auto backend : {AttentionBackend::reference, AttentionBackend::fused}) {
+    for (auto backend : {AttentionBackend::reference, AttentionBackend::fused, AttentionBackend::flash}) {
       expect_identical(run_windowed(arm, l, backend, window), run_windowed(arm, l, backend, {}),
                        what + " on " + to_string(backend));
     }
@@ -124,6 +125,36 @@ INSTANTIATE_TEST_SUITE_P(Windows, WindowTiling,
                                             ::testing::Bool()),
                          tiling_name);
 
+// The flash backend's CPU route under a window through both compositions (the kernel's mask, and the
+// key columns CUDA uses): sink, routing bias and a loss through lse, float64 and float32.
+TEST(WindowFlash, BothCompositionsMatchTheReference) {
+  for (auto dtype : {at::kDouble, at::kFloat}) {
+    parity::Case c;
+    c.B = 2, c.H = 2, c.Tq = c.Tk = 150, c.d = 16, c.dtype = dtype, c.sink = true, c.bias = true, c.seed = 5;
+    auto l = parity::make_leaves(c);
+    for (const AttentionWindow window : {AttentionWindow{1, 0}, AttentionWindow{40, 3}, AttentionWindow{149, 0}}) {
+      auto run = [&](std::optional<FlashComposition> composition) {
+        for (const auto* t : {&l.q, &l.k, &l.v, &l.bias, &l.sink})
+          if (t->grad().defined()) t->mutable_grad().reset();
+        AttentionInputs in{l.q, l.k, l.v, l.bias, l.sink};
+        in.window = window;
+        auto out = composition ? flash_attention(in, *composition) : reference_attention(in);
+        auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
+        auto R = at::normal(0.0, 1.0, out.o.sizes(), gen, at::TensorOptions().dtype(at::kDouble)).to(out.o.options());
+        auto S = at::normal(0.0, 1.0, out.lse.sizes(), gen, at::TensorOptions().dtype(at::kDouble)).to(out.lse.options());
+        ((out.o * R).sum() + (out.lse * S).sum()).backward();
+        return parity::Run{out.o.detach(), out.lse.detach(), l.q.grad(), l.k.grad(), l.v.grad(), l.bias.grad(),
+                           l.sink.grad()};
+      };
+      const auto want = run(std::nullopt);
+      const double tol = dtype == at::kDouble ? 1e-12 : 2e-5;
+      const std::string what = "W " + std::to_string(window.window) + " n " + std::to_string(window.keep_first);
+      parity::expect_runs_close(run(FlashComposition::device), want, tol, what + " kernel mask");
+      parity::expect_runs_close(run(FlashComposition::key_columns), want, tol, what + " key columns");
+    }
+  }
+}
+
 // Backends without a window refuse a local layer that hides a key, saying why; one that hides
 // nothing runs (docs/windows.md, "Backends").
 TEST(WindowBackends, RefusalsNameTheWindow) {
@@ -139,13 +170,12 @@ TEST(WindowBackends, RefusalsNameTheWindow) {
   };
   EXPECT_NE(message(AttentionBackend::sdpa, {4, 0}).find("no sliding window"), std::string::npos);
   EXPECT_NE(message(AttentionBackend::cudnn, {4, 0}).find("no sliding window"), std::string::npos);
-  EXPECT_NE(message(AttentionBackend::flash, {4, 0}).find("CPU flash kernel has no sliding window"), std::string::npos);
-  EXPECT_EQ(message(AttentionBackend::flash, {8, 1}), "");  // 9 <= 8 + 1: nothing hidden
+  EXPECT_EQ(message(AttentionBackend::flash, {4, 2}), "");  // CPU: over query chunks, kept positions too
   EXPECT_EQ(message(AttentionBackend::sdpa, {9, 0}), "");
   EXPECT_NE(flash_refusal(at::Device(at::kCUDA, 0), at::kHalf, 64, 9, 9, false, 90, {4, 2}).find("keep"),
             std::string::npos);
   EXPECT_EQ(flash_refusal(at::Device(at::kCUDA, 0), at::kHalf, 64, 9, 9, false, 90, {4, 0}), "");
-  // auto on CPU runs the fused kernels for a local layer and matches the reference.
+  // auto on CPU runs flash for a local layer in float32 and matches the reference.
   parity::expect_arm_runs_close(run_windowed(arm, l, AttentionBackend::automatic, {4, 0}),
                                 run_windowed(arm, l, AttentionBackend::reference, {4, 0}), 1e-5, "auto");
 }

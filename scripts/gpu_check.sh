@@ -4,8 +4,9 @@
 # that scripts/gpu_bundle.sh made on the CPU machine (nothing is built here) against this machine's
 # torch wheel, in five steps, each stopped at its own time budget so that the next one still runs:
 #   1 self_check       the first-use self-check of flash, cudnn, fused and reference, every arm, bf16 + f16
-#   2 gpu_tests        the gpu-labelled tests (test_gpu, one process)
-#   3 bench_attention  flash vs cudnn vs plain SDPA vs the reference, every arm, bf16, T = 1024-4096
+#   2 gpu_tests        the gpu-labelled tests (test_gpu, one process; sliding windows included)
+#   3 bench_attention  flash vs cudnn vs plain SDPA vs the reference, every arm, bf16, T = 1024-4096; then a
+#                      local layer (W = 256, T = 4096) on flash and fused beside full attention
 #   4 bench_step       the 124m tier's training step: tokens/s and MFU per arm and backend
 #   5 train_check      200 steps of the 10m tier's model, baseline and sink_logit, losses against CPU fp32
 # and writes to OUT_DIR the 8 files that come back from the GPU machine: summary.txt, env.txt,
@@ -123,6 +124,9 @@ bench_attention() {
     # shellcheck disable=SC2086  # word splitting of the optional arguments is wanted
     "${bench[@]}" --device cuda --min-time 0.1 --backends flash cudnn sdpa reference ${ATTNLAB_BENCH_ARGS:-} \
       >"$OUT_DIR/bench-attention.md"
+    # A local layer (docs/windows.md): FlashAttention-2's window and the fused kernels beside full attention.
+    "${bench[@]}" --device cuda --min-time 0.1 --T 4096 --windows 0 256 --arms baseline sink_logit combo2 \
+      --backends flash fused >>"$OUT_DIR/bench-attention.md"
   fi
 }
 

@@ -4,6 +4,7 @@
 //
 //   bench_attention                      # CPU set: B=2 H=4 d=64 T in {128, 256, 512, 1024}, float32
 //   bench_attention --device cuda        # GPU set: B=8 H=12 d=64 T in {1024, 2048, 4096}, bfloat16
+//   bench_attention --T 4096 --windows 0 256   # a local layer (W = 256) beside full causal attention
 //
 // Ratios: each arm's time over its own backend's baseline at the same T, each row's over plain
 // SDPA's baseline (the speed yardstick), and over the same arm on flash (cuDNN against
@@ -35,6 +36,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "attnlab/arm_attention.h"
@@ -61,13 +63,20 @@ struct Setup {
   double min_time = 0.3;  // seconds of timed iterations per case
   bool cpu_clock = false;  // time with the process's CPU clock (CPU, one thread: immune to a loaded machine)
   int threads = 0;        // intra-op threads; 0 = LibTorch's default
+  std::vector<int64_t> windows{0};  // W of a local layer per case; 0: full causal attention
+  int64_t keep_first = 0;           // n of every windowed case
 };
 
 struct CaseSpec {
   std::string arm, backend;
   int64_t T = 0;
   bool backward = false;
+  int64_t window = 0;
 };
+
+attnlab::AttentionWindow window_of(const Setup& s, const CaseSpec& c) {
+  return c.window > 0 ? attnlab::AttentionWindow{c.window, s.keep_first} : attnlab::AttentionWindow{};
+}
 
 struct Measure {
   double ms = 0, peak_bytes = 0;
@@ -82,8 +91,19 @@ at::ScalarType parse_dtype(const std::string& name) {
   throw std::invalid_argument("unknown dtype '" + name + "'; valid: float32, float64, bfloat16, float16");
 }
 
-double causal_flops(const Setup& s, int64_t T, bool backward) {
-  const double pairs = 0.5 * static_cast<double>(T) * static_cast<double>(T + 1);
+/// Visible (query, key) pairs of a causal call over T positions under `window` (docs/windows.md).
+double visible_pairs(int64_t T, const attnlab::AttentionWindow& window) {
+  if (!window.hides_keys(T)) return 0.5 * static_cast<double>(T) * static_cast<double>(T + 1);
+  double pairs = 0;
+  for (int64_t i = 0; i < T; ++i) {
+    const int64_t recent = std::min(i + 1, window.window);                          // i - W < j <= i
+    pairs += static_cast<double>(recent + std::max<int64_t>(0, std::min(window.keep_first, i + 1 - recent)));
+  }
+  return pairs;
+}
+
+double causal_flops(const Setup& s, int64_t T, bool backward, const attnlab::AttentionWindow& window = {}) {
+  const double pairs = visible_pairs(T, window);
   const double forward = 4.0 * static_cast<double>(s.B * s.H * s.d) * pairs;
   return backward ? 3.5 * forward : forward;
 }
@@ -100,7 +120,9 @@ struct Workload {
   attnlab::ArmLayerParams params;
   std::vector<at::Tensor> leaves;
 
-  Workload(const Setup& s, const CaseSpec& c) : arm(attnlab::arm_by_name(c.arm)) {
+  attnlab::AttentionWindow window;
+
+  Workload(const Setup& s, const CaseSpec& c) : arm(attnlab::arm_by_name(c.arm)), window(window_of(s, c)) {
     backend = attnlab::parse_attention_backend(c.backend);
     auto opts = at::TensorOptions().dtype(parse_dtype(s.dtype)).device(s.device);
     auto leaf = [&](at::Tensor t) { return leaves.emplace_back(t.requires_grad_(c.backward)); };
@@ -125,7 +147,7 @@ struct Workload {
     for (auto& t : leaves) t.mutable_grad().reset();
     auto head = [&](int64_t i) { return qkv.select(2, i).transpose(1, 2); };  // [B, H, T, d] view
     const auto keys = attnlab::prepare_keys(arm, params, head(1), head(2), false, backend);
-    const auto out = attnlab::arm_attention(arm, params, head(0), keys, false, backend);
+    const auto out = attnlab::arm_attention(arm, params, head(0), keys, false, backend, window);
     at::Tensor gamma;
     if (arm.out_gate != attnlab::OutputGate::none)  // float32 leaves cast per step, as autocast does in training
       gamma = attnlab::output_gate_values(x, out_gate_w.to(x.scalar_type()), out_gate_c.to(x.scalar_type()));
@@ -212,7 +234,7 @@ double peak_in_child(const Setup& s, const CaseSpec& c) {
   std::ostringstream cmd;
   cmd << self_exe() << " --child --device " << s.device << " --dtype " << s.dtype << " --B " << s.B << " --H " << s.H
       << " --d " << s.d << " --threads " << s.threads << " --arms " << c.arm << " --backend " << c.backend << " --T "
-      << c.T << (c.backward ? " --backward" : "");
+      << c.T << (c.backward ? " --backward" : "") << " --windows " << c.window << " --keep-first " << s.keep_first;
   FILE* pipe = popen(cmd.str().c_str(), "r");
   if (!pipe) throw std::runtime_error("cannot start " + cmd.str());
   std::array<char, 512> line{};
@@ -247,13 +269,16 @@ Measure measure(const Setup& s, const CaseSpec& c) {
   return m;
 }
 
-std::vector<std::string> backends_for(const Setup& s, const std::string& arm) {
+/// The backends that serve `arm` at a window (sdpa and cudnn have none; flash only on CUDA, n = 0).
+std::vector<std::string> backends_for(const Setup& s, const std::string& arm, int64_t window) {
+  const attnlab::AttentionWindow w = window > 0 ? attnlab::AttentionWindow{window, s.keep_first} : attnlab::AttentionWindow{};
+  const int64_t T = window + s.keep_first + 1;  // a length the window hides a key of
   std::vector<std::string> all{"fused", "reference"};
-  if (attnlab::flash_refusal(at::Device(s.device), parse_dtype(s.dtype), s.d, 2, 2, false).empty())
+  if (attnlab::flash_refusal(at::Device(s.device), parse_dtype(s.dtype), s.d, T, T, false, 0, w).empty())
     all.insert(all.begin() + 1, "flash");
-  if (attnlab::cudnn_refusal(at::Device(s.device), parse_dtype(s.dtype), s.d, 2, 2, false).empty())
+  if (window == 0 && attnlab::cudnn_refusal(at::Device(s.device), parse_dtype(s.dtype), s.d, 2, 2, false).empty())
     all.insert(all.begin() + 1, "cudnn");
-  if (arm == "baseline") all.push_back("sdpa");
+  if (arm == "baseline" && window == 0) all.push_back("sdpa");
   if (s.backends.empty()) return all;
   std::vector<std::string> chosen;
   for (const auto& b : all)
@@ -264,6 +289,7 @@ std::vector<std::string> backends_for(const Setup& s, const std::string& arm) {
 struct Row {
   std::string arm, backend;
   int64_t T;
+  int64_t window;
   Measure fwd, fwd_bwd;
 };
 
@@ -281,30 +307,39 @@ std::string ratio(double num, const Row* den, bool backward) {
 }
 
 void print_table(const Setup& s, const std::vector<Row>& rows) {
-  std::map<std::pair<int64_t, std::string>, const Row*> base;  // (T, backend) -> baseline row
-  std::map<std::pair<int64_t, std::string>, const Row*> flash;  // (T, arm) -> the arm's flash row
+  using Key = std::tuple<int64_t, int64_t, std::string>;
+  std::map<Key, const Row*> base;   // (T, W, backend) -> baseline row
+  std::map<Key, const Row*> flash;  // (T, W, arm) -> the arm's flash row
+  std::map<std::tuple<int64_t, std::string, std::string>, const Row*> full;  // (T, arm, backend) at W = 0
   for (const auto& r : rows) {
-    if (r.arm == "baseline") base[{r.T, r.backend}] = &r;
-    if (r.backend == "flash") flash[{r.T, r.arm}] = &r;
+    if (r.arm == "baseline") base[{r.T, r.window, r.backend}] = &r;
+    if (r.backend == "flash") flash[{r.T, r.window, r.arm}] = &r;
+    if (r.window == 0) full[{r.T, r.arm, r.backend}] = &r;
   }
-  std::cout << "\n| T | arm | backend | fwd ms | fwd TFLOP/s | fwd peak MiB | fwd+bwd ms | fwd+bwd TFLOP/s | "
+  std::cout << "\n| T | W | arm | backend | fwd ms | fwd TFLOP/s | fwd peak MiB | fwd+bwd ms | fwd+bwd TFLOP/s | "
                "fwd+bwd peak MiB | copies fwd / fwd+bwd | fwd / baseline | fwd+bwd / baseline | fwd+bwd / sdpa | "
-               "fwd+bwd / flash |\n"
-            << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+               "fwd+bwd / flash | fwd / full | fwd+bwd / full |\n"
+            << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   const double mib = 1024.0 * 1024.0;
   for (const auto& r : rows) {
-    const auto own = base.find({r.T, r.backend});
-    const Row* b = own == base.end() ? nullptr : own->second;
-    const auto sdpa = base.find({r.T, "sdpa"});
-    const Row* y = sdpa == base.end() ? nullptr : sdpa->second;
-    const auto own_flash = flash.find({r.T, r.arm});
-    const Row* f = own_flash == flash.end() ? nullptr : own_flash->second;
-    std::cout << "| " << r.T << " | " << r.arm << " | " << r.backend << " | " << fmt(r.fwd.ms, 2) << " | "
-              << fmt(causal_flops(s, r.T, false) / (r.fwd.ms * 1e9), 3) << " | " << fmt(r.fwd.peak_bytes / mib, 1)
-              << " | " << fmt(r.fwd_bwd.ms, 2) << " | " << fmt(causal_flops(s, r.T, true) / (r.fwd_bwd.ms * 1e9), 3)
-              << " | " << fmt(r.fwd_bwd.peak_bytes / mib, 1) << " | " << r.fwd.copies << " / " << r.fwd_bwd.copies
-              << " | " << ratio(r.fwd.ms, b, false) << " | " << ratio(r.fwd_bwd.ms, b, true) << " | "
-              << ratio(r.fwd_bwd.ms, y, true) << " | " << ratio(r.fwd_bwd.ms, f, true) << " |\n";
+    auto find = [](const auto& map, const auto& key) -> const Row* {
+      const auto it = map.find(key);
+      return it == map.end() ? nullptr : it->second;
+    };
+    const Row* b = find(base, Key{r.T, r.window, r.backend});
+    const Row* y = find(base, Key{r.T, r.window, "sdpa"});
+    const Row* f = find(flash, Key{r.T, r.window, r.arm});
+    const Row* w0 = r.window > 0 ? find(full, std::make_tuple(r.T, r.arm, r.backend)) : nullptr;
+    const auto window = window_of(s, {r.arm, r.backend, r.T, false, r.window});
+    std::cout << "| " << r.T << " | " << (r.window > 0 ? std::to_string(r.window) : "-") << " | " << r.arm << " | "
+              << r.backend << " | " << fmt(r.fwd.ms, 2) << " | "
+              << fmt(causal_flops(s, r.T, false, window) / (r.fwd.ms * 1e9), 3) << " | "
+              << fmt(r.fwd.peak_bytes / mib, 1) << " | " << fmt(r.fwd_bwd.ms, 2) << " | "
+              << fmt(causal_flops(s, r.T, true, window) / (r.fwd_bwd.ms * 1e9), 3) << " | "
+              << fmt(r.fwd_bwd.peak_bytes / mib, 1) << " | " << r.fwd.copies << " / " << r.fwd_bwd.copies << " | "
+              << ratio(r.fwd.ms, b, false) << " | " << ratio(r.fwd_bwd.ms, b, true) << " | "
+              << ratio(r.fwd_bwd.ms, y, true) << " | " << ratio(r.fwd_bwd.ms, f, true) << " | "
+              << ratio(r.fwd.ms, w0, false) << " | " << ratio(r.fwd_bwd.ms, w0, true) << " |\n";
   }
 }
 
@@ -320,7 +355,10 @@ void describe(const Setup& s) {
   std::cout << "# bench_attention: device " << s.device << ", " << s.dtype << ", B=" << s.B << " H=" << s.H
             << " d=" << s.d << ", threads " << at::get_num_threads() << " of " << std::thread::hardware_concurrency()
             << " cores, load average " << load_average() << ", torch " << TORCH_VERSION << "\n"
-            << "# FLOPs: useful causal (forward 4 B H d T(T+1)/2, backward 2.5x forward), same for every backend.\n"
+            << "# FLOPs: useful causal (forward 4 B H d P, P the visible pairs: T(T+1)/2, fewer in a window; backward "
+               "2.5x forward), same for every backend.\n"
+            << "# W: a local layer's window (docs/windows.md), keep_first " << s.keep_first
+            << "; '-' full causal attention; / full: over the same arm and backend at W = '-'.\n"
             << "# copies: aten::copy_ calls of one call (copy_count.h), counted outside the timed runs.\n"
             << "# ms: " << (s.cpu_clock ? "process CPU time, " : "wall time, ") << "median over >= 3 iterations and >= "
             << s.min_time
@@ -336,16 +374,18 @@ void run_all(const Setup& s) {
   describe(s);
   std::vector<Row> rows;
   for (auto T : s.lengths) {
-    for (const auto& arm : s.arms) {
-      for (const auto& backend : backends_for(s, arm)) {
-        Row r{arm, backend, T, {}, {}};
-        for (bool backward : {false, true}) {
-          const CaseSpec c{arm, backend, T, backward};
-          (backward ? r.fwd_bwd : r.fwd) = measure(s, c);
+    for (auto window : s.windows) {
+      for (const auto& arm : s.arms) {
+        for (const auto& backend : backends_for(s, arm, window)) {
+          Row r{arm, backend, T, window, {}, {}};
+          for (bool backward : {false, true}) {
+            const CaseSpec c{arm, backend, T, backward, window};
+            (backward ? r.fwd_bwd : r.fwd) = measure(s, c);
+          }
+          std::cerr << "  T=" << T << " W=" << window << " " << arm << " " << backend << ": " << fmt(r.fwd.ms, 2)
+                    << " / " << fmt(r.fwd_bwd.ms, 2) << " ms\n";
+          rows.push_back(r);
         }
-        std::cerr << "  T=" << T << " " << arm << " " << backend << ": " << fmt(r.fwd.ms, 2) << " / "
-                  << fmt(r.fwd_bwd.ms, 2) << " ms\n";
-        rows.push_back(r);
       }
     }
   }
@@ -389,6 +429,8 @@ int main(int argc, char** argv) {
                  "baseline)");
   app.add_option("--backend", backend, "internal (--child): the backend");
   app.add_flag("--backward", backward, "internal (--child): forward+backward");
+  app.add_option("--windows", s.windows, "windows W of a local layer to time, 0 = full causal attention (default 0)");
+  app.add_option("--keep-first", s.keep_first, "kept first positions n of every windowed case")->default_val(0);
   CLI11_PARSE(app, argc, argv);
   try {
     if (s.device == "auto") s.device = torch::cuda::is_available() ? "cuda" : "cpu";
@@ -397,7 +439,8 @@ int main(int argc, char** argv) {
     fill_defaults(s);
     if (child) {
       mallopt(M_MMAP_THRESHOLD, 64 * 1024);  // freed large buffers go back to the OS: RSS tracks live bytes
-      std::cout << "PEAK " << peak_here(s, {s.arms.at(0), backend, s.lengths.at(0), backward}) << std::endl;
+      std::cout << "PEAK " << peak_here(s, {s.arms.at(0), backend, s.lengths.at(0), backward, s.windows.at(0)})
+                << std::endl;
       return 0;
     }
     // Times run on a warm allocator, as in a training loop: glibc keeps freed buffers instead of

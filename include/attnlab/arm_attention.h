@@ -72,7 +72,7 @@ struct AttentionRequest {
 ///  - otherwise fused on CPU; on CUDA the reference: the fused CUDA kernels, unproven on a GPU,
 ///    run only when named (AttentionBackend::fused), never by `automatic`.
 /// `automatic` logs what it runs and why once per kind of call (device, dtype, probabilities, key
-/// mask, decoding): at info level, and as a warning when CUDA falls back to the reference.
+/// mask, decoding, window): at info level, and as a warning when CUDA falls back to the reference.
 AttentionBackend resolve_backend(AttentionBackend requested, const AttentionRequest& request);
 
 /// The request of attention of queries q [B, H, Tq, d] over keys of length k_len (on CUDA, with the
@@ -107,7 +107,8 @@ AttentionInputs arm_attention_inputs(const ArmSpec& arm, const ArmLayerParams& p
 /// what flash_refusal() refuses (the message says why), and flash or sdpa in bfloat16 / float16 on
 /// CPU: LibTorch's CPU flash kernel loses dq when the keys share a large component (docs/kernels.md).
 /// `window` makes the call a local layer's (docs/windows.md, "Backends"): sdpa and cudnn refuse one
-/// that hides a key, flash refuses it on CPU and with keep_first > 0; `automatic` picks fused on CPU.
+/// that hides a key, flash on CUDA refuses keep_first > 0; `automatic` picks flash on CPU in float32 /
+/// float64 (LibTorch's CPU kernel over query chunks), as for a global layer.
 AttentionResult arm_attention(const ArmSpec& arm, const ArmLayerParams& params, const at::Tensor& q,
                               const PreparedKeys& keys, bool return_probs = false,
                               AttentionBackend backend = AttentionBackend::reference,

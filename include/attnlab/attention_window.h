@@ -20,7 +20,8 @@ struct AttentionWindow {
   /// True when some query of a call over `k_len` key positions cannot see some key it would see
   /// without the window: local and k_len > W + n. Otherwise the call is full causal attention, and
   /// every backend runs it as a global layer, bit for bit (docs/windows.md).
-  bool hides_keys(int64_t k_len) const { return window > 0 && k_len > window + keep_first; }
+  /// (k_len - W > n: no overflow for any W, n >= 0.)
+  bool hides_keys(int64_t k_len) const { return window > 0 && k_len - window > keep_first; }
   /// Whether query position p sees key position j.
   bool sees(int64_t p, int64_t j) const { return j <= p && (window == 0 || p - j < window || j < keep_first); }
 };

@@ -73,7 +73,7 @@ HeadSlice<T> head_slice(const AttentionShape& s, const ForwardArgs& a, int64_t b
   hs.lse = static_cast<T*>(a.lse) + bh * s.q_len;
   hs.tq = s.q_len, hs.tk = s.k_len, hs.d = d;
   hs.scale = static_cast<T>(s.scale);
-  const bool hides = s.window > 0 && s.k_len > s.window + s.keep_first;  // else the global layer's walk, bit for bit
+  const bool hides = s.window > 0 && s.k_len - s.window > s.keep_first;  // else the global layer's walk, bit for bit
   hs.window = hides ? s.window : 0;
   hs.keep = hides ? s.keep_first : 0;
   return hs;

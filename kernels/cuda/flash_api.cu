@@ -62,7 +62,7 @@ FlashParams make_params(const AttentionShape& s, const ForwardArgs& a) {
   p.has_sink = s.has_sink;
   // A window that hides no key of the call (Tk <= W + n) runs the global layer's walk, bit for bit
   // (docs/windows.md, "Backends").
-  const bool hides = s.window > 0 && s.k_len > s.window + s.keep_first;
+  const bool hides = s.window > 0 && s.k_len - s.window > s.keep_first;  // no W + n: it may overflow
   p.window = hides ? s.window : 0;
   p.keep_first = hides ? s.keep_first : 0;
   return p;

@@ -167,9 +167,14 @@ json parse_groups(const SafetensorsMetadata& metadata, const fs::path& file) {
 void check_same_model(const LoadedCheckpoint& ckpt, const GPTImpl& model) {
   const json saved = detail::model_config_to_json(ckpt.model_config);
   const json here = detail::model_config_to_json(model.config());
+  // Over the keys of both: an optional key (a window) missing on one side is null there.
+  std::set<std::string> keys;
+  for (const auto* j : {&saved, &here})
+    for (const auto& [key, value] : j->items()) keys.insert(key);
   std::string differences;
-  for (const auto& [key, value] : saved.items()) {
-    if (here[key] != value) differences += " " + key + " (" + value.dump() + " vs " + here[key].dump() + ")";
+  for (const auto& key : keys) {
+    const json a = saved.value(key, json()), b = here.value(key, json());
+    if (a != b) differences += " " + key + " (" + a.dump() + " vs " + b.dump() + ")";
   }
   if (!differences.empty()) {
     throw CheckpointError(ckpt.dir, "checkpoint's model differs from this model in:" + differences);

@@ -31,7 +31,7 @@ at::Tensor kept_entries(const at::Tensor& t, int64_t n, int64_t recent) {
 /// consecutive positions", so the window rule on entry indices is the rule on positions.
 void trim_to_window(PreparedKeys& keys, const AttentionWindow& window) {
   const int64_t n = window.keep_first, recent = window.window - 1;
-  if (!window.local() || keys.k.size(2) <= n + recent) return;
+  if (!window.local() || keys.k.size(2) - recent <= n) return;  // (no n + recent: it may overflow)
   for (auto* t : {&keys.k, &keys.v_read, &keys.routing_bias, &keys.gate}) *t = kept_entries(*t, n, recent);
 }
 

@@ -1,5 +1,7 @@
 #include "attnlab/model_config.h"
 
+#include <fmt/format.h>
+
 #include <stdexcept>
 #include <string>
 
@@ -35,6 +37,13 @@ void validate_architecture_options(const ModelConfig& cfg) {
   }
 }
 
+// A pattern as errors echo it: at most 64 letters, then how many more (a pattern may be any length).
+std::string shortened(const std::string& pattern) {
+  constexpr size_t kShown = 64;
+  if (pattern.size() <= kShown) return pattern;
+  return pattern.substr(0, kShown) + "... (" + std::to_string(pattern.size()) + " letters)";
+}
+
 // docs/windows.md, "Refused": each message names its key.
 void validate_window(const ModelConfig& cfg) {
   if (cfg.window && *cfg.window < 1) {
@@ -45,7 +54,9 @@ void validate_window(const ModelConfig& cfg) {
     if (pattern.empty()) throw std::invalid_argument("model.window_pattern: empty; give L (local) and G (global) letters");
     const auto bad = pattern.find_first_not_of("LG");
     if (bad != std::string::npos) {
-      throw std::invalid_argument("model.window_pattern: '" + pattern + "' has '" + pattern[bad] + "' at index " +
+      const auto byte = static_cast<unsigned char>(pattern[bad]);  // a non-ASCII byte is shown, not split
+      const std::string shown = byte < 0x80 ? "'" + std::string(1, pattern[bad]) + "'" : fmt::format("byte 0x{:02X}", byte);
+      throw std::invalid_argument("model.window_pattern: '" + shortened(pattern) + "' has " + shown + " at index " +
                                   std::to_string(bad) + "; only L (local) and G (global)");
     }
     if (!cfg.window) throw std::invalid_argument("model.window_pattern: needs model.window");
@@ -86,7 +97,8 @@ void normalize_window(ModelConfig& cfg) {
   for (int64_t l = 0; l < cfg.n_layer; ++l) expanded += cfg.layer_is_local(l) ? 'L' : 'G';
   const int64_t keep = cfg.window_keep_first.value_or(0);
   const int64_t positions = cfg.block_size + (cfg.arm_spec().sink_token ? 1 : 0);
-  if (expanded.find('L') == std::string::npos || *cfg.window + keep >= positions) {  // hides nothing: no window
+  // W + n >= P hides nothing: no window (written without the sum, which may overflow).
+  if (expanded.find('L') == std::string::npos || *cfg.window >= positions - keep) {
     cfg.window.reset(), cfg.window_pattern.reset(), cfg.window_keep_first.reset();
     return;
   }
@@ -96,8 +108,8 @@ void normalize_window(ModelConfig& cfg) {
 
 std::string window_pattern_warning(const ModelConfig& cfg) {
   if (!cfg.window_pattern || static_cast<int64_t>(cfg.window_pattern->size()) <= cfg.n_layer) return "";
-  return "model.window_pattern: '" + *cfg.window_pattern + "' is longer than model.n_layer = " +
-         std::to_string(cfg.n_layer) + "; the layers use '" + cfg.window_pattern->substr(0, cfg.n_layer) + "'";
+  return "model.window_pattern: '" + shortened(*cfg.window_pattern) + "' is longer than model.n_layer = " +
+         std::to_string(cfg.n_layer) + "; the layers use '" + shortened(cfg.window_pattern->substr(0, cfg.n_layer)) + "'";
 }
 
 template <>

@@ -56,7 +56,10 @@ ProbeResult probe_target(TrainedRun& t, Progress* progress) {
   if (windowed) {  // docs/windows.md, "Probes under a window"
     conventions.push_back(fmt::format(
         "window: a local layer's query i sees keys j <= i with i - j < {} or j < {} (model.window, "
-        "model.window_keep_first); first_key_mass and sink_score average only the queries that see key 0",
+        "model.window_keep_first); first_key_mass and sink_score average only the queries that see key 0 (so not "
+        "every query, as the sink_score line says of a model without a window); on a local layer with "
+        "window_keep_first 0 those include queries without a choice (W = 1: only query 0, a_00 = 1 - p_0), so read "
+        "its sink_score and sink_rate with care, and oldest_key_mass instead",
         *cfg.window, cfg.window_keep_first.value_or(0)));
     conventions.push_back("layers carry their type (local or global); by_type: the means over the local and over the "
                           "global layers, every (layer, head) of the type");

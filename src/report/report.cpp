@@ -139,10 +139,11 @@ std::optional<GroupReport> window_report(const SweepReport& report, const GroupR
     const auto& r = report.runs[i];
     if (!r.full_attention_hash) return std::nullopt;  // a group mixing windowed and full runs: not one window
     members.push_back(r);
-    for (const auto& twin : report.runs)
+    for (const auto& twin : report.runs)  // the first run of that config is its twin: one per seed
       if (!twin.full_attention_hash && !twin.config_hash.empty() && twin.config_hash == *r.full_attention_hash) {
         members.push_back(twin);
         members.back().arm = full_attention_arm(twin.arm);
+        break;
       }
   }
   if (members.size() == g.runs.size()) return std::nullopt;  // no twin in the sweep

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include <cstdint>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -155,9 +156,20 @@ std::vector<SweepRun> expand_sweep(const SweepSpec& spec) {
   for (const auto& point : grid_points(spec)) runs.push_back(resolve_run(spec, point, scratch.path));
   for (auto& twin : null_twins(spec, runs, scratch.path)) runs.push_back(std::move(twin));
   std::set<std::string> names;
-  for (const auto& run : runs)
+  std::map<std::string, std::string> by_config;  // resolved config but out_dir -> the first run with it
+  for (const auto& run : runs) {
     if (!names.insert(run.name).second)
       throw SweepError(spec.file.string() + ": two grid points give the run " + run.name + " (a value listed twice?)");
+    // Two grid values that read as one config (model.window_pattern G and GG, docs/windows.md) would
+    // train the same run twice, and the report would count one seed as two.
+    auto resolved = to_json(run.resolved);
+    resolved.erase("out_dir");
+    const auto [it, fresh] = by_config.emplace(resolved.dump(), run.name);
+    if (!fresh)
+      throw SweepError(spec.file.string() + ": the runs " + it->second + " and " + run.name +
+                       " resolve to the same config (config hash " + run.config_hash +
+                       "): their grid values mean the same run; list one of them");
+  }
   return runs;
 }
 

@@ -100,14 +100,12 @@ TEST_P(ArmVsLoop, ForwardMatchesLoop) {
   if (got.sink.defined()) expect_close(to_vector(phantom_mass(got.out.lse, got.sink)), want.phantom, 1e-12, "phantom");
 }
 
-TEST_P(ArmVsLoop, GradientsMatchFiniteDifferencesOfLoop) {
-  const auto& arm = arm_by_name(GetParam());
-  const auto in = random_inputs(23);
-  std::mt19937_64 rng(5);
-  const auto R = randn(rng, in.q.size());
-  auto t = run_reference(arm, in);
+// Every gradient of loss = sum(o * R) on `backend` against the loop's central differences (h = 1e-6
+// in float64: truncation ~1e-12, round-off ~1e-10).
+void expect_gradients_match_loop(const ArmSpec& arm, const LoopInputs& in, const std::vector<double>& R,
+                                 AttentionBackend backend = AttentionBackend::reference) {
+  auto t = run_reference(arm, in, backend);
   (t.out.o * from_vector(R, {kB, kH, kT, kD})).sum().backward();
-  // Central differences with h = 1e-6 in float64: truncation ~1e-12, round-off ~1e-10.
   const double tol = 1e-7;
   expect_close(to_vector(t.q.grad()), loop_gradient(arm, in, &LoopInputs::q, R), tol, "dq");
   expect_close(to_vector(t.k.grad()), loop_gradient(arm, in, &LoopInputs::k, R), tol, "dk");
@@ -120,6 +118,13 @@ TEST_P(ArmVsLoop, GradientsMatchFiniteDifferencesOfLoop) {
     expect_close(to_vector(t.w.grad()), loop_gradient(arm, in, &LoopInputs::w, R), tol, "d w_h");
     expect_close(to_vector(t.c.grad()), loop_gradient(arm, in, &LoopInputs::c, R), tol, "d c_h");
   }
+}
+
+TEST_P(ArmVsLoop, GradientsMatchFiniteDifferencesOfLoop) {
+  const auto& arm = arm_by_name(GetParam());
+  const auto in = random_inputs(23);
+  std::mt19937_64 rng(5);
+  expect_gradients_match_loop(arm, in, randn(rng, in.q.size()));
 }
 
 std::vector<std::string> in_attention_arms() {
@@ -159,18 +164,7 @@ TEST_P(ArmVsLoop, WindowedGradientsMatchFiniteDifferencesOfLoop) {
   in.window = 2, in.keep_first = 1;
   std::mt19937_64 rng(7);
   const auto R = randn(rng, in.q.size());
-  for (auto backend : {AttentionBackend::reference, AttentionBackend::fused}) {
-    auto t = run_reference(arm, in, backend);
-    (t.out.o * from_vector(R, {kB, kH, kT, kD})).sum().backward();
-    const double tol = 1e-7;
-    expect_close(to_vector(t.q.grad()), loop_gradient(arm, in, &LoopInputs::q, R), tol, "dq");
-    expect_close(to_vector(t.k.grad()), loop_gradient(arm, in, &LoopInputs::k, R), tol, "dk");
-    expect_close(to_vector(t.v.grad()), loop_gradient(arm, in, &LoopInputs::v, R), tol, "dv");
-    if (arm.sink == SinkKind::learned)
-      expect_close(to_vector(t.b.grad()), loop_gradient(arm, in, &LoopInputs::b, R), tol, "d b_h");
-    if (arm.gate == GateKind::projection)
-      expect_close(to_vector(t.w.grad()), loop_gradient(arm, in, &LoopInputs::w, R), tol, "d w_h");
-  }
+  for (auto backend : {AttentionBackend::reference, AttentionBackend::fused}) expect_gradients_match_loop(arm, in, R, backend);
 }
 
 TEST(ArmVsLoop, RenormWithProjectionGateMatchesLoop) {

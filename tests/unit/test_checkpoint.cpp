@@ -750,6 +750,28 @@ std::vector<RestoreCase> restore_cases() {
 
 // Each damage behind intact checksums is refused by restore() without changing the model, the
 // optimizer or the RNG, and load_latest with check_restorable falls back past it.
+// The window keys are optional in a checkpoint's model (docs/windows.md): one whose model lost them
+// is a model without a window, and restoring it into a windowed model is refused naming them (a
+// missing key compares as null, in both directions).
+TEST(Checkpoint, AModelWithoutItsWindowKeysIsAnotherModel) {
+  TempDir tmp;
+  auto cfg = tiny_config();
+  cfg.window = 4, cfg.window_pattern = "L", cfg.window_keep_first = 0;
+  Trainee t(cfg, 1);
+  t.step();
+  save_checkpoint(tmp.path(), *t.model, *t.opt, state_at(1));
+  const fs::path dir = checkpoint_dir(tmp.path(), 1);
+  testing::reseal(dir, [](nlohmann::json& j) {
+    for (const char* key : {"window", "window_pattern", "window_keep_first"}) j["model"].erase(key);
+  });
+  Trainee u(cfg, 7);
+  const auto ckpt = load_checkpoint(dir);
+  EXPECT_FALSE(ckpt.model_config.window.has_value());
+  expect_refused([&] { restore(ckpt, *u.model, *u.opt); }, dir,
+                 "model differs from this model in: window (null vs 4) window_keep_first (null vs 0) "
+                 "window_pattern (null vs \"L\")");
+}
+
 TEST(Checkpoint, RestoreRefusalsChangeNothingAndFallBack) {
   for (const auto& c : restore_cases()) {
     SCOPED_TRACE(c.what);

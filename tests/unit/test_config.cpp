@@ -469,6 +469,17 @@ TEST_F(ConfigTest, WindowKeysAreCheckedAndNormalised) {
     EXPECT_FALSE(none.model.window.has_value()) << sets[0];
     EXPECT_EQ(config_hash(none), config_hash(plain)) << sets[0];
   }
+  // W + n past int64: no window, not an overflow into a negative sum.
+  const std::string max = std::to_string(std::numeric_limits<int64_t>::max());
+  for (const std::vector<std::string>& sets : {std::vector<std::string>{"model.window=" + max, "model.window_keep_first=1"},
+                                               std::vector<std::string>{"model.window=1", "model.window_keep_first=" + max}}) {
+    EXPECT_EQ(config_hash(load_run_config(dir_ / "run.yaml", sets)), config_hash(plain)) << sets[0] << " " << sets[1];
+  }
+  EXPECT_EQ(error_of("run.yaml", {"model.window=8", "model.window_pattern=L\xc3\xa9"}),
+            "model.window_pattern: 'L\xc3\xa9' has byte 0xC3 at index 1; only L (local) and G (global)");
+  EXPECT_NE(error_of("run.yaml", {"model.window=8", "model.window_pattern=" + std::string(100, 'L') + "x"})
+                .find("... (101 letters)"),
+            std::string::npos);
   // sink_token has one position more: W + n = 64 still hides key 0 from its last query.
   const auto token = load_run_config(dir_ / "run.yaml", {"model.arm=sink_token", "model.window=64"});
   EXPECT_EQ(token.model.window, std::optional<int64_t>(64));

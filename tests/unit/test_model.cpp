@@ -78,15 +78,19 @@ TEST_P(EveryArm, SharedParametersAreBitIdenticalAcrossArms) {
   EXPECT_EQ(shared, static_cast<int>(base_params.size()));  // every baseline parameter is shared
 }
 
-TEST_P(EveryArm, KvCacheDecodingEqualsFullForward) {
-  const auto cfg = tiny(GetParam());
-  auto model = build(cfg, 3, at::kDouble);
-  // Open the gates away from their init so the cached gated reads matter.
-  torch::NoGradGuard no_grad;
-  for (auto& item : model->named_parameters()) {
+// Gates and sink logits moved away from their init, so the cached gated reads and the sink matter.
+void open_gates_and_sinks(GPTImpl& model) {
+  for (auto& item : model.named_parameters()) {
     if (item.key().find("gate_") != std::string::npos || item.key().find("sink_logit") != std::string::npos)
       item.value().uniform_(-1.0, 1.0);
   }
+}
+
+TEST_P(EveryArm, KvCacheDecodingEqualsFullForward) {
+  const auto cfg = tiny(GetParam());
+  auto model = build(cfg, 3, at::kDouble);
+  torch::NoGradGuard no_grad;
+  open_gates_and_sinks(*model);
   torch::manual_seed(0);
   auto idx = torch::randint(0, cfg.vocab_size, {2, 11}, torch::kLong);
   auto full = model->forward(idx);  // (B, T, V)
@@ -108,10 +112,7 @@ TEST_P(EveryArm, WindowedKvCacheDecodingEqualsFullForward) {
       cfg.window = 3, cfg.window_pattern = "LG", cfg.window_keep_first = keep, cfg.rotary_fraction = rotary;
       auto model = build(cfg, 3, at::kDouble);
       torch::NoGradGuard no_grad;
-      for (auto& item : model->named_parameters()) {
-        if (item.key().find("gate_") != std::string::npos || item.key().find("sink_logit") != std::string::npos)
-          item.value().uniform_(-1.0, 1.0);
-      }
+      open_gates_and_sinks(*model);
       torch::manual_seed(1);
       auto idx = torch::randint(0, cfg.vocab_size, {2, 12}, torch::kLong);
       auto full = model->forward(idx);

@@ -141,6 +141,10 @@ TEST_F(SweepTest, BadSweepsAreRefusedNamingTheKey) {
   EXPECT_NE(error_of("grid: {seed: {small: [1]}}\n").find("per-tier values need a grid.tier list"), std::string::npos);
   EXPECT_NE(error_of("grid: {tier: [small, big], seed: {small: [1]}}\n").find("no values for tier big"), std::string::npos);
   EXPECT_NE(error_of("grid: {seed: [1, 1]}\n").find("two grid points give the run micro/baseline/s1"), std::string::npos);
+  // Two grid values that resolve to one run (both patterns hide nothing: no window, docs/windows.md).
+  EXPECT_NE(error_of("set: {model.window: 8}\ngrid: {model.window_pattern: [G, GG]}\n")
+                .find("resolve to the same config"),
+            std::string::npos);
   EXPECT_NE(error_of("grid: {model.arm: [nonsense]}\n").find("model.arm=nonsense"), std::string::npos);
   EXPECT_NE(error_of("grid: {seed: [1]}\nworkers: 3\n").find("workers: unknown key"), std::string::npos);
   EXPECT_NE(error_of("grid: {seed: []}\n").find("grid.seed: expected a non-empty list"), std::string::npos);

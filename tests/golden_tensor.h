@@ -3,8 +3,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
@@ -21,6 +23,12 @@ inline at::Tensor golden_tensor(const nlohmann::json& j) {
   };
   walk(j, 0);
   return torch::tensor(flat, at::kDouble).view(shape).clone();
+}
+
+/// max |got - want| below `tol` (absolute: golden values are float64), shapes equal; `what` names it.
+inline void expect_golden_close(const at::Tensor& got, const at::Tensor& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.sizes(), want.sizes()) << what;
+  EXPECT_LT((got.detach() - want).abs().max().item<double>(), tol) << what;
 }
 
 }  // namespace attnlab::testing_extra

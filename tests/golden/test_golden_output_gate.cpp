@@ -27,10 +27,7 @@ const json& golden() { return testing_extra::output_gate_golden_values(); }
 
 using testing_extra::golden_tensor;
 
-void expect_close(const at::Tensor& got, const at::Tensor& want, double tol, const std::string& what) {
-  ASSERT_EQ(got.sizes(), want.sizes()) << what;
-  EXPECT_LT((got.detach() - want).abs().max().item<double>(), tol) << what;
-}
+using testing_extra::expect_golden_close;
 
 using Case = std::tuple<std::string, AttentionBackend>;
 class GoldenOutputGate : public ::testing::TestWithParam<Case> {};
@@ -59,15 +56,15 @@ TEST_P(GoldenOutputGate, LayerReproducesIndependentValues) {
   const auto o = y.view({1, T, H, d}).transpose(1, 2);     // the file's [H, T, d] layout
   (o * golden_tensor(g["R"]).unsqueeze(0)).sum().backward();
 
-  expect_close(o, golden_tensor(want["o"]).unsqueeze(0), 1e-12, name + " o");
+  expect_golden_close(o, golden_tensor(want["o"]).unsqueeze(0), 1e-12, name + " o");
   const auto gate_want = golden_tensor(want["out_gate"]);  // [H, T] or [H, T, d]
   const auto gate_got = arm.out_gate == OutputGate::headwise ? gamma[0].t() : gamma[0].view({T, H, d}).transpose(0, 1);
-  expect_close(gate_got, gate_want, 1e-12, name + " gate values");
+  expect_golden_close(gate_got, gate_want, 1e-12, name + " gate values");
   if (att.lse.defined()) {  // sdpa leaves lse undefined
-    expect_close(att.lse, golden_tensor(want["lse"]).unsqueeze(0), 1e-12, name + " lse (the gate leaves it)");
+    expect_golden_close(att.lse, golden_tensor(want["lse"]).unsqueeze(0), 1e-12, name + " lse (the gate leaves it)");
     const auto sink = effective_sink_logit(arm, params, H, q.options());
     const auto phantom = sink.defined() ? phantom_mass(att.lse, sink) : at::zeros_like(att.lse);
-    expect_close(phantom, golden_tensor(want["phantom_mass"]).unsqueeze(0), 1e-12, name + " phantom mass");
+    expect_golden_close(phantom, golden_tensor(want["phantom_mass"]).unsqueeze(0), 1e-12, name + " phantom mass");
   }
   const auto& grad = want["grad"];
   std::map<std::string, at::Tensor> got = {{"q", q.grad()[0]}, {"k", k.grad()[0]}, {"v", v.grad()[0]},
@@ -77,7 +74,7 @@ TEST_P(GoldenOutputGate, LayerReproducesIndependentValues) {
   EXPECT_EQ(grad.size(), got.size()) << "the golden file lists another set of gradients";
   for (const auto& [param, values] : grad.items()) {
     ASSERT_TRUE(got.count(param)) << "no gradient for " << param;
-    expect_close(got[param], golden_tensor(values), 1e-7, name + " d " + param);
+    expect_golden_close(got[param], golden_tensor(values), 1e-7, name + " d " + param);
   }
 }
 

@@ -26,10 +26,7 @@ using testing_extra::golden_tensor;
 // window_arms.json, plus the tenth-arm test's windowed case (extra_arm.h).
 const json& golden() { return testing_extra::window_golden_values(); }
 
-void expect_close(const at::Tensor& got, const at::Tensor& want, double tol, const std::string& what) {
-  ASSERT_EQ(got.sizes(), want.sizes()) << what;
-  EXPECT_LT((got.detach() - want).abs().max().item<double>(), tol) << what;
-}
+using testing_extra::expect_golden_close;
 
 using Case = std::tuple<std::string, AttentionBackend>;
 class GoldenWindows : public ::testing::TestWithParam<Case> {};
@@ -61,11 +58,11 @@ TEST_P(GoldenWindows, LayerReproducesIndependentValues) {
   }
   (o * golden_tensor(g["R"]).unsqueeze(0)).sum().backward();
 
-  expect_close(o, golden_tensor(want["o"]).unsqueeze(0), 1e-12, case_name + " o");
-  expect_close(att.lse, golden_tensor(want["lse"]).unsqueeze(0), 1e-12, case_name + " lse");
+  expect_golden_close(o, golden_tensor(want["o"]).unsqueeze(0), 1e-12, case_name + " o");
+  expect_golden_close(att.lse, golden_tensor(want["lse"]).unsqueeze(0), 1e-12, case_name + " lse");
   const auto sink = effective_sink_logit(arm, params, H, q.options());
   const auto phantom = sink.defined() ? phantom_mass(att.lse, sink) : at::zeros_like(att.lse);
-  expect_close(phantom, golden_tensor(want["phantom_mass"]).unsqueeze(0), 1e-12, case_name + " phantom mass");
+  expect_golden_close(phantom, golden_tensor(want["phantom_mass"]).unsqueeze(0), 1e-12, case_name + " phantom mass");
   std::map<std::string, at::Tensor> got = {{"q", q.grad()[0]}, {"k", k.grad()[0]}, {"v", v.grad()[0]}};
   if (gate_w.defined()) got["x"] = x.grad()[0], got["out_gate_w"] = gate_w.grad(), got["out_gate_c"] = gate_c.grad();
   for (const auto& [param, slot] : slots)
@@ -74,7 +71,7 @@ TEST_P(GoldenWindows, LayerReproducesIndependentValues) {
   EXPECT_EQ(grad.size(), got.size()) << "the golden file lists another set of gradients";
   for (const auto& [param, values] : grad.items()) {
     ASSERT_TRUE(got.count(param)) << "no gradient for " << param;
-    expect_close(got[param], golden_tensor(values), 1e-7, case_name + " d " + param);
+    expect_golden_close(got[param], golden_tensor(values), 1e-7, case_name + " d " + param);
   }
 }
 

@@ -15,18 +15,11 @@
 namespace attnlab {
 namespace {
 
-ArmRun run_windowed(const ArmSpec& arm, const ArmLeaves& l, AttentionBackend backend, const AttentionWindow& window) {
-  return parity::run_arm_with(arm, l, backend, [&](const ArmSpec& a, const ArmLayerParams& p, const at::Tensor& q,
-                                                   const PreparedKeys& keys) {
-    return arm_attention(a, p, q, keys, false, backend, window);
-  }, /*lse_in_loss=*/true);
-}
-
 void expect_windowed_within_rule(const ArmSpec& arm, const ArmLeaves& v, at::ScalarType dtype, AttentionBackend backend,
                                  const AttentionWindow& window, const std::string& what) {
-  const auto exact = run_windowed(arm, parity::as_leaves(v, at::kCPU, at::kDouble), AttentionBackend::reference, window);
-  const auto low = run_windowed(arm, parity::as_leaves(v, at::kCUDA, dtype), AttentionBackend::reference, window);
-  const auto got = run_windowed(arm, parity::as_leaves(v, at::kCUDA, dtype), backend, window);
+  const auto exact = parity::run_arm_windowed(arm, parity::as_leaves(v, at::kCPU, at::kDouble), AttentionBackend::reference, window);
+  const auto low = parity::run_arm_windowed(arm, parity::as_leaves(v, at::kCUDA, dtype), AttentionBackend::reference, window);
+  const auto got = parity::run_arm_windowed(arm, parity::as_leaves(v, at::kCUDA, dtype), backend, window);
   const double floor = dtype == at::kFloat ? 1e-5 : parity::kHalfRuleFloor;
   parity::expect_run_within_rule(got, low, exact, what, {floor, 2.0, parity::kFlashParamFactor});
 }

@@ -100,6 +100,16 @@ inline void expect_run_within_rule(const ArmRun& got, const ArmRun& low, const A
   }
 }
 
+/// run_arm on `backend` for a local layer of `window` (docs/windows.md); the loss reads lse too,
+/// except on sdpa, which returns none.
+inline ArmRun run_arm_windowed(const ArmSpec& arm, const ArmLeaves& l, AttentionBackend backend,
+                               const AttentionWindow& window) {
+  return run_arm_with(arm, l, backend, [&](const ArmSpec& a, const ArmLayerParams& p, const at::Tensor& q,
+                                           const PreparedKeys& keys) {
+    return arm_attention(a, p, q, keys, false, backend, window);
+  }, /*lse_in_loss=*/backend != AttentionBackend::sdpa);
+}
+
 /// `name` as an arm; "renorm_proj" is renorm with the projection gate form (SPEC: configurable).
 inline ArmSpec arm_named(const std::string& name) {
   return name == "renorm_proj" ? with_routing_gate(arm_by_name("renorm"), GateKind::projection) : arm_by_name(name);

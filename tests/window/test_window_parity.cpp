@@ -18,14 +18,6 @@ namespace {
 
 using Grid = std::tuple<std::string, int64_t, int64_t, int64_t>;  // arm, T, W, n
 
-// The loss reads lse too (sdpa returns none: then o only).
-ArmRun run_windowed(const ArmSpec& arm, const ArmLeaves& l, AttentionBackend backend, const AttentionWindow& window) {
-  return parity::run_arm_with(arm, l, backend, [&](const ArmSpec& a, const ArmLayerParams& p, const at::Tensor& q,
-                                                   const PreparedKeys& keys) {
-    return arm_attention(a, p, q, keys, false, backend, window);
-  }, /*lse_in_loss=*/backend != AttentionBackend::sdpa);
-}
-
 void expect_identical(const ArmRun& got, const ArmRun& want, const std::string& what) {
   auto same = [&](const at::Tensor& a, const at::Tensor& b, const char* name) {
     ASSERT_EQ(a.defined(), b.defined()) << what << " " << name;
@@ -43,14 +35,14 @@ TEST_P(WindowGrid, FusedMatchesReference) {
   const auto arm = parity::arm_named(name);
   const AttentionWindow window{W, n};
   const auto l = parity::as_leaves(parity::arm_values(100 + T, 1, 2, T, 16), at::kCPU, at::kDouble);
-  const auto want = run_windowed(arm, l, AttentionBackend::reference, window);
+  const auto want = parity::run_arm_windowed(arm, l, AttentionBackend::reference, window);
   const std::string what = name + " T " + std::to_string(T) + " W " + std::to_string(W) + " n " + std::to_string(n);
   // float64: summation orders only. flash: LibTorch's CPU kernel over query chunks.
   for (auto backend : {AttentionBackend::fused, AttentionBackend::flash})
-    parity::expect_arm_runs_close(run_windowed(arm, l, backend, window), want, 1e-13, what + " " + to_string(backend));
+    parity::expect_arm_runs_close(parity::run_arm_windowed(arm, l, backend, window), want, 1e-13, what + " " + to_string(backend));
   if (!window.hides_keys(T)) {
     for (auto backend : {AttentionBackend::reference, AttentionBackend::fused, AttentionBackend::flash}) {
-      expect_identical(run_windowed(arm, l, backend, window), run_windowed(arm, l, backend, {}),
+      expect_identical(parity::run_arm_windowed(arm, l, backend, window), parity::run_arm_windowed(arm, l, backend, {}),
                        what + " on " + to_string(backend));
     }
   }
@@ -162,7 +154,7 @@ TEST(WindowBackends, RefusalsNameTheWindow) {
   const auto l = parity::as_leaves(parity::arm_values(5, 1, 2, 9, 16), at::kCPU, at::kFloat);
   auto message = [&](AttentionBackend backend, const AttentionWindow& window) -> std::string {
     try {
-      run_windowed(arm, l, backend, window);
+      parity::run_arm_windowed(arm, l, backend, window);
     } catch (const std::invalid_argument& e) {
       return e.what();
     }
@@ -176,8 +168,8 @@ TEST(WindowBackends, RefusalsNameTheWindow) {
             std::string::npos);
   EXPECT_EQ(flash_refusal(at::Device(at::kCUDA, 0), at::kHalf, 64, 9, 9, false, 90, {4, 0}), "");
   // auto on CPU runs flash for a local layer in float32 and matches the reference.
-  parity::expect_arm_runs_close(run_windowed(arm, l, AttentionBackend::automatic, {4, 0}),
-                                run_windowed(arm, l, AttentionBackend::reference, {4, 0}), 1e-5, "auto");
+  parity::expect_arm_runs_close(parity::run_arm_windowed(arm, l, AttentionBackend::automatic, {4, 0}),
+                                parity::run_arm_windowed(arm, l, AttentionBackend::reference, {4, 0}), 1e-5, "auto");
 }
 
 }  // namespace

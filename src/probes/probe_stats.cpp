@@ -38,9 +38,10 @@ QuerySets query_sets(int64_t T, const AttentionWindow& window) {
 }
 
 // probs [H, T, T], read_norm [H, T] of one sequence, float64.
-void add_attention(const at::Tensor& probs, const at::Tensor& norms, const AttentionWindow& window, LayerProbeSums& s) {
+// `q`: query_sets() of the layer, the same for every sequence of the batch.
+void add_attention(const at::Tensor& probs, const at::Tensor& norms, const AttentionWindow& window, const QuerySets& q,
+                   LayerProbeSums& s) {
   const int64_t H = probs.size(0), T = probs.size(1);
-  const auto q = query_sets(T, window);
   auto first = probs.select(2, 0);                                        // (H, T) a_i0
   auto quiet = quiet_reads(norms.unsqueeze(0), QuietCutoff::p25)[0];      // (H, T)
   auto exposed = (probs * quiet.unsqueeze(1).to(at::kDouble)).sum({1, 2});  // (H) sum_i sum_j a_ij [j quiet]
@@ -137,9 +138,10 @@ void accumulate_layer(const LayerProbeInputs& in, LayerProbeSums& s) {
     require_shape(in.out_gate, "out_gate", {B, T, G});
   }
   torch::NoGradGuard no_grad;
+  const auto queries = query_sets(T, in.window);
   for (int64_t b = 0; b < B; ++b) {
     const auto norms = in.read_norm[b].to(at::kDouble);  // (H, T)
-    add_attention(in.probs[b].to(at::kDouble), norms, in.window, s);
+    add_attention(in.probs[b].to(at::kDouble), norms, in.window, queries, s);
     add_read_norm_ratio(norms, s);
     if (in.phantom.defined()) add_per_query(in.phantom[b].to(at::kDouble), s.phantom_mass);
     if (in.gate.defined()) {

@@ -107,7 +107,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> device_flash_backward(const at::T
 // _scaled_dot_product_flash_attention, which take window_size_left / right, on the [B, T, H, d] views
 // (the model's layout: no copy). CPU: LibTorch's CPU flash kernel, which has no window, over chunks of
 // queries, each against only the keys its queries see (the kept ones, then the window's), the band as
-// the kernel's additive mask: O(T (W + n)) work, every row exact. ----
+// the kernel's additive mask: O(T (W + n)) work, every row exact. The chunks in the middle of the
+// sequence all look alike (the same band against the same number of keys), so one call per batch row
+// serves them, the kernel's batch dimension running over the chunks through strides (no copy: a
+// call over every row would need one, and measured slower); the first and last few go one call each. ----
 
 /// Queries [q0, q1) of a chunk and the keys they see: [0, kept) and [k0, k1), kept < k0.
 struct Chunk {
@@ -119,13 +122,28 @@ struct Chunk {
 /// within the CPU kernel's own query blocks of 32 to 256.
 int64_t chunk_size(const AttentionWindow& w) { return std::clamp<int64_t>(w.window / 2, 32, 256); }
 
-std::vector<Chunk> chunks_of(int64_t T, const AttentionWindow& w) {
-  std::vector<Chunk> out;
-  for (int64_t q0 = 0; q0 < T; q0 += chunk_size(w)) {
-    const int64_t q1 = std::min(T, q0 + chunk_size(w)), k0 = std::max<int64_t>(0, q0 - w.window + 1);
-    out.push_back({q0, q1, std::min(w.keep_first, k0), k0, q1});
+/// How the chunks of T queries are served: `count` whole chunks from query `first` on, each of
+/// `size` queries against the kept keys and the `lead + size` keys ending at its last query (`lead`
+/// = W - 1 rounded up to whole chunks, so a key gradient folds back in whole-chunk slices), in one
+/// batched call; every other query in a chunk of its own, `single`.
+struct ChunkPlan {
+  int64_t size, lead, first = 0, count = 0;
+  std::vector<Chunk> single;
+  /// The batched chunks' common shape, the first one's positions (its band is every one's).
+  Chunk model(const AttentionWindow& w) const { return {first, first + size, w.keep_first, first - lead, first + size}; }
+};
+
+ChunkPlan plan_chunks(int64_t T, const AttentionWindow& w) {
+  ChunkPlan plan{chunk_size(w), round_up(w.window - 1, chunk_size(w))};
+  // Batched: the whole chunks whose oldest window key is past the kept ones (no key twice, none missing).
+  const int64_t first = round_up(w.keep_first + plan.lead, plan.size), end = T / plan.size * plan.size;
+  if (first < end) plan.first = first, plan.count = (end - first) / plan.size;
+  for (int64_t q0 = 0; q0 < T; q0 += plan.size) {
+    if (q0 >= plan.first && q0 < plan.first + plan.count * plan.size) continue;
+    const int64_t q1 = std::min(T, q0 + plan.size), k0 = std::max<int64_t>(0, q0 - w.window + 1);
+    plan.single.push_back({q0, q1, std::min(w.keep_first, k0), k0, q1});
   }
-  return out;
+  return plan;
 }
 
 /// The chunk's keys of t along `dim`: the kept ones, then the window's (a view when none is kept).
@@ -161,11 +179,81 @@ at::Tensor bthw_like(const at::Tensor& t) {
   return at::empty({t.size(0), t.size(2), t.size(1), t.size(3)}, t.options()).transpose(1, 2);
 }
 
+// ---- The batched chunks: t [B, H, T, ...] seen as [B, count, H, rows, ...], chunk u's rows starting at
+// row start + u * size (a view; windows of neighbouring chunks overlap). ----
+
+at::Tensor chunk_rows(const at::Tensor& t, int64_t start, int64_t count, int64_t rows, int64_t size) {
+  auto sizes = t.sizes().vec(), strides = t.strides().vec();
+  sizes[2] = rows;
+  sizes.insert(sizes.begin() + 1, count);
+  strides.insert(strides.begin() + 1, size * t.stride(2));
+  return t.as_strided(sizes, strides, t.storage_offset() + start * t.stride(2));
+}
+
+/// The kernel's operands for the batched chunks, [B * count, H, rows, ...].
+at::Tensor batched_queries(const at::Tensor& t, const ChunkPlan& plan) {
+  return chunk_rows(t, plan.first, plan.count, plan.size, plan.size).flatten(0, 1);
+}
+
+/// t [B, H, T, ...] along T: each batched chunk's kept keys, then its window's, [B * count, H, keys, ...].
+at::Tensor batched_keys(const at::Tensor& t, const ChunkPlan& plan, const AttentionWindow& w) {
+  auto recent = chunk_rows(t, plan.first - plan.lead, plan.count, plan.lead + plan.size, plan.size);
+  if (w.keep_first == 0) return recent.flatten(0, 1);
+  auto sizes = recent.sizes().vec();
+  sizes[3] = w.keep_first;
+  return at::cat({t.narrow(2, 0, w.keep_first).unsqueeze(1).expand(sizes), recent}, 3).flatten(0, 1);
+}
+
+/// The batched chunks' mask: the band they share [1, 1, size, keys], plus each one's routing-bias
+/// columns (bias_mask [B, H, 1, T]) when given, [B * count, H, size, keys].
+at::Tensor batched_mask(const ChunkPlan& plan, const AttentionWindow& w, const at::Tensor& q,
+                        const std::optional<at::Tensor>& bias_mask) {
+  auto band = chunk_mask(plan.model(w), w, q, std::nullopt);
+  if (!bias_mask) return band;
+  return batched_keys(bias_mask->squeeze(2), plan, w).unsqueeze(2) + band.to(bias_mask->scalar_type());
+}
+
+/// dst's rows += the batched chunks' key gradient grad [B * count, H, keys, d]: the kept rows summed
+/// over the chunks, the window's in whole-chunk slices (slice m of every chunk covers distinct rows).
+void add_batched_keys(at::Tensor dst, const at::Tensor& grad, const ChunkPlan& plan, const AttentionWindow& w) {
+  const auto g = grad.unflatten(0, {dst.size(0), plan.count});
+  const int64_t n = w.keep_first;
+  if (n > 0) dst.narrow(2, 0, n).add_(g.narrow(3, 0, n).sum(1));
+  for (int64_t m = 0; m * plan.size < plan.lead + plan.size; ++m) {
+    chunk_rows(dst, plan.first - plan.lead + m * plan.size, plan.count, plan.size, plan.size)
+        .add_(g.narrow(3, n + m * plan.size, plan.size));
+  }
+}
+
+/// The batched chunks' rows of dst [B, H, T, ...] (a view written through) = src [B * count, H, size, ...].
+void write_batched_queries(at::Tensor dst, const at::Tensor& src, const ChunkPlan& plan) {
+  chunk_rows(dst, plan.first, plan.count, plan.size, plan.size).copy_(src.unflatten(0, {dst.size(0), plan.count}));
+}
+
+/// Row b of t's batch [B, ...] as [1, ...] (a view), of a mask too when given.
+at::Tensor row(const at::Tensor& t, int64_t b) { return t.narrow(0, b, 1); }
+std::optional<at::Tensor> row(const std::optional<at::Tensor>& t, int64_t b) {
+  return t ? std::optional<at::Tensor>(row(*t, b)) : std::nullopt;
+}
+
+void batched_forward(const AttentionWindow& w, const ChunkPlan& plan, const at::Tensor& q, const at::Tensor& k,
+                     const at::Tensor& v, const std::optional<at::Tensor>& mask, double scale, at::Tensor o,
+                     at::Tensor lse) {
+  auto [o_b, lse_b] = at::_scaled_dot_product_flash_attention_for_cpu(
+      batched_queries(q, plan), batched_keys(k, plan, w), batched_keys(v, plan, w), kNoDropout, /*is_causal=*/false,
+      batched_mask(plan, w, q, mask), scale);
+  write_batched_queries(o, o_b, plan);
+  write_batched_queries(lse, lse_b, plan);
+}
+
 FlashForward windowed_cpu_forward(const AttentionWindow& w, const at::Tensor& q, const at::Tensor& k,
                                   const at::Tensor& v, const std::optional<at::Tensor>& mask, double scale) {
   auto o = bthw_like(q);
   auto lse = at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(attention_acc_dtype(q.scalar_type())));
-  for (const auto& c : chunks_of(q.size(2), w)) {
+  const auto plan = plan_chunks(q.size(2), w);
+  for (int64_t b = 0; plan.count > 0 && b < q.size(0); ++b)
+    batched_forward(w, plan, row(q, b), row(k, b), row(v, b), row(mask, b), scale, row(o, b), row(lse, b));
+  for (const auto& c : plan.single) {
     auto [o_c, lse_c] = at::_scaled_dot_product_flash_attention_for_cpu(
         q.narrow(2, c.q0, c.q1 - c.q0), chunk_keys(k, c, 2), chunk_keys(v, c, 2), kNoDropout, /*is_causal=*/false,
         chunk_mask(c, w, q, mask), scale);
@@ -175,6 +263,19 @@ FlashForward windowed_cpu_forward(const AttentionWindow& w, const at::Tensor& q,
   return {o, lse, {}, {}, {}};
 }
 
+void batched_backward(const AttentionWindow& w, const ChunkPlan& plan, const at::Tensor& d_o, const at::Tensor& q,
+                      const at::Tensor& k, const at::Tensor& v, const at::Tensor& out, const at::Tensor& lse,
+                      const std::optional<at::Tensor>& mask, double scale, at::Tensor dq, at::Tensor dk,
+                      at::Tensor dv) {
+  auto [dq_b, dk_b, dv_b] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
+      batched_queries(d_o, plan), batched_queries(q, plan), batched_keys(k, plan, w), batched_keys(v, plan, w),
+      batched_queries(out, plan), batched_queries(lse, plan).contiguous(), kNoDropout, /*is_causal=*/false,
+      batched_mask(plan, w, q, mask), scale);
+  write_batched_queries(dq, dq_b, plan);  // every query's keys are in its own chunk: one write
+  add_batched_keys(dk, dk_b, plan, w);
+  add_batched_keys(dv, dv_b, plan, w);
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> windowed_cpu_backward(const AttentionWindow& w, const at::Tensor& d_o,
                                                                      const at::Tensor& q, const at::Tensor& k,
                                                                      const at::Tensor& v, const at::Tensor& out,
@@ -182,12 +283,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> windowed_cpu_backward(const Atten
                                                                      const std::optional<at::Tensor>& mask,
                                                                      double scale) {
   auto dq = bthw_like(q), dk = at::zeros_like(k), dv = at::zeros_like(v);
-  for (const auto& c : chunks_of(q.size(2), w)) {
+  const auto plan = plan_chunks(q.size(2), w);
+  for (int64_t b = 0; plan.count > 0 && b < q.size(0); ++b) {
+    batched_backward(w, plan, row(d_o, b), row(q, b), row(k, b), row(v, b), row(out, b), row(lse, b), row(mask, b),
+                     scale, row(dq, b), row(dk, b), row(dv, b));
+  }
+  for (const auto& c : plan.single) {
     const int64_t n = c.q1 - c.q0;
     auto [dq_c, dk_c, dv_c] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
         d_o.narrow(2, c.q0, n), q.narrow(2, c.q0, n), chunk_keys(k, c, 2), chunk_keys(v, c, 2), out.narrow(2, c.q0, n),
         lse.narrow(2, c.q0, n).contiguous(), kNoDropout, /*is_causal=*/false, chunk_mask(c, w, q, mask), scale);
-    dq.narrow(2, c.q0, n).copy_(dq_c);  // every query's keys are in its own chunk: one write
+    dq.narrow(2, c.q0, n).copy_(dq_c);
     add_chunk_keys(dk, dk_c, c);
     add_chunk_keys(dv, dv_c, c);
   }

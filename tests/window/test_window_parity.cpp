@@ -7,8 +7,11 @@
 // in CI (tests/CMakeLists.txt; costs in docs/building.md).
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <set>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include "attnlab/flash_attention.h"
 #include "parity/arm_runner.h"
@@ -118,13 +121,13 @@ INSTANTIATE_TEST_SUITE_P(Windows, WindowTiling,
                          tiling_name);
 
 // The flash backend's CPU route under a window through both compositions (the kernel's mask, and the
-// key columns CUDA uses): sink, routing bias and a loss through lse, float64 and float32.
-TEST(WindowFlash, BothCompositionsMatchTheReference) {
+// key columns CUDA uses): sink, routing bias and a loss through lse, float64 and float32, on T queries.
+void expect_flash_windows_match_reference(int64_t T, const std::vector<AttentionWindow>& windows) {
   for (auto dtype : {at::kDouble, at::kFloat}) {
     parity::Case c;
-    c.B = 2, c.H = 2, c.Tq = c.Tk = 150, c.d = 16, c.dtype = dtype, c.sink = true, c.bias = true, c.seed = 5;
+    c.B = 2, c.H = 2, c.Tq = c.Tk = T, c.d = 16, c.dtype = dtype, c.sink = true, c.bias = true, c.seed = 5;
     auto l = parity::make_leaves(c);
-    for (const AttentionWindow window : {AttentionWindow{1, 0}, AttentionWindow{40, 3}, AttentionWindow{149, 0}}) {
+    for (const AttentionWindow& window : windows) {
       auto run = [&](std::optional<FlashComposition> composition) {
         for (const auto* t : {&l.q, &l.k, &l.v, &l.bias, &l.sink})
           if (t->grad().defined()) t->mutable_grad().reset();
@@ -140,11 +143,22 @@ TEST(WindowFlash, BothCompositionsMatchTheReference) {
       };
       const auto want = run(std::nullopt);
       const double tol = dtype == at::kDouble ? 1e-12 : 2e-5;
-      const std::string what = "W " + std::to_string(window.window) + " n " + std::to_string(window.keep_first);
+      const std::string what = "T " + std::to_string(T) + " W " + std::to_string(window.window) + " n " +
+                               std::to_string(window.keep_first);
       parity::expect_runs_close(run(FlashComposition::device), want, tol, what + " kernel mask");
       parity::expect_runs_close(run(FlashComposition::key_columns), want, tol, what + " key columns");
     }
   }
+}
+
+TEST(WindowFlash, BothCompositionsMatchTheReference) {
+  expect_flash_windows_match_reference(150, {{1, 0}, {40, 3}, {149, 0}});
+}
+
+// Long enough for the CPU route's batched call to serve many chunks of W / 2 queries (up to 256),
+// beside chunks of their own at both ends: kept keys that overlap the first windows, a ragged tail.
+TEST(WindowFlash, BatchedChunksMatchTheReference) {
+  expect_flash_windows_match_reference(700, {{256, 0}, {256, 4}, {100, 0}, {65, 40}, {600, 1}});
 }
 
 // Backends without a window refuse a local layer that hides a key, saying why; one that hides

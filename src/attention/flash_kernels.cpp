@@ -204,13 +204,19 @@ at::Tensor batched_keys(const at::Tensor& t, const ChunkPlan& plan, const Attent
   return at::cat({t.narrow(2, 0, w.keep_first).unsqueeze(1).expand(sizes), recent}, 3).flatten(0, 1);
 }
 
-/// The batched chunks' mask: the band they share [1, 1, size, keys], plus each one's routing-bias
-/// columns (bias_mask [B, H, 1, T]) when given, [B * count, H, size, keys].
-at::Tensor batched_mask(const ChunkPlan& plan, const AttentionWindow& w, const at::Tensor& q,
+/// The batched chunks' mask: `band`, the one they share [1, 1, size, keys] (batched_band), plus each
+/// one's routing-bias columns (bias_mask [B, H, 1, T]) when given, [B * count, H, size, keys].
+at::Tensor batched_mask(const ChunkPlan& plan, const AttentionWindow& w, const at::Tensor& band,
                         const std::optional<at::Tensor>& bias_mask) {
-  auto band = chunk_mask(plan.model(w), w, q, std::nullopt);
   if (!bias_mask) return band;
-  return batched_keys(bias_mask->squeeze(2), plan, w).unsqueeze(2) + band.to(bias_mask->scalar_type());
+  return batched_keys(bias_mask->squeeze(2), plan, w).unsqueeze(2) + band;
+}
+
+/// The band every batched chunk shares, in the mask's dtype (the bias's when given, else q's); made
+/// once per call, not once per batch row.
+at::Tensor batched_band(const ChunkPlan& plan, const AttentionWindow& w, const at::Tensor& q,
+                        const std::optional<at::Tensor>& bias_mask) {
+  return chunk_mask(plan.model(w), w, q, std::nullopt).to(bias_mask ? bias_mask->scalar_type() : q.scalar_type());
 }
 
 /// dst's rows += the batched chunks' key gradient grad [B * count, H, keys, d]: the kept rows summed
@@ -236,12 +242,12 @@ std::optional<at::Tensor> row(const std::optional<at::Tensor>& t, int64_t b) {
   return t ? std::optional<at::Tensor>(row(*t, b)) : std::nullopt;
 }
 
-void batched_forward(const AttentionWindow& w, const ChunkPlan& plan, const at::Tensor& q, const at::Tensor& k,
-                     const at::Tensor& v, const std::optional<at::Tensor>& mask, double scale, at::Tensor o,
-                     at::Tensor lse) {
+void batched_forward(const AttentionWindow& w, const ChunkPlan& plan, const at::Tensor& band, const at::Tensor& q,
+                     const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& mask, double scale,
+                     at::Tensor o, at::Tensor lse) {
   auto [o_b, lse_b] = at::_scaled_dot_product_flash_attention_for_cpu(
       batched_queries(q, plan), batched_keys(k, plan, w), batched_keys(v, plan, w), kNoDropout, /*is_causal=*/false,
-      batched_mask(plan, w, q, mask), scale);
+      batched_mask(plan, w, band, mask), scale);
   write_batched_queries(o, o_b, plan);
   write_batched_queries(lse, lse_b, plan);
 }
@@ -251,8 +257,9 @@ FlashForward windowed_cpu_forward(const AttentionWindow& w, const at::Tensor& q,
   auto o = bthw_like(q);
   auto lse = at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(attention_acc_dtype(q.scalar_type())));
   const auto plan = plan_chunks(q.size(2), w);
+  const auto band = plan.count > 0 ? batched_band(plan, w, q, mask) : at::Tensor();
   for (int64_t b = 0; plan.count > 0 && b < q.size(0); ++b)
-    batched_forward(w, plan, row(q, b), row(k, b), row(v, b), row(mask, b), scale, row(o, b), row(lse, b));
+    batched_forward(w, plan, band, row(q, b), row(k, b), row(v, b), row(mask, b), scale, row(o, b), row(lse, b));
   for (const auto& c : plan.single) {
     auto [o_c, lse_c] = at::_scaled_dot_product_flash_attention_for_cpu(
         q.narrow(2, c.q0, c.q1 - c.q0), chunk_keys(k, c, 2), chunk_keys(v, c, 2), kNoDropout, /*is_causal=*/false,
@@ -263,14 +270,14 @@ FlashForward windowed_cpu_forward(const AttentionWindow& w, const at::Tensor& q,
   return {o, lse, {}, {}, {}};
 }
 
-void batched_backward(const AttentionWindow& w, const ChunkPlan& plan, const at::Tensor& d_o, const at::Tensor& q,
-                      const at::Tensor& k, const at::Tensor& v, const at::Tensor& out, const at::Tensor& lse,
+void batched_backward(const AttentionWindow& w, const ChunkPlan& plan, const at::Tensor& band, const at::Tensor& d_o,
+                      const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out, const at::Tensor& lse,
                       const std::optional<at::Tensor>& mask, double scale, at::Tensor dq, at::Tensor dk,
                       at::Tensor dv) {
   auto [dq_b, dk_b, dv_b] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
       batched_queries(d_o, plan), batched_queries(q, plan), batched_keys(k, plan, w), batched_keys(v, plan, w),
       batched_queries(out, plan), batched_queries(lse, plan).contiguous(), kNoDropout, /*is_causal=*/false,
-      batched_mask(plan, w, q, mask), scale);
+      batched_mask(plan, w, band, mask), scale);
   write_batched_queries(dq, dq_b, plan);  // every query's keys are in its own chunk: one write
   add_batched_keys(dk, dk_b, plan, w);
   add_batched_keys(dv, dv_b, plan, w);
@@ -284,8 +291,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> windowed_cpu_backward(const Atten
                                                                      double scale) {
   auto dq = bthw_like(q), dk = at::zeros_like(k), dv = at::zeros_like(v);
   const auto plan = plan_chunks(q.size(2), w);
+  const auto band = plan.count > 0 ? batched_band(plan, w, q, mask) : at::Tensor();
   for (int64_t b = 0; plan.count > 0 && b < q.size(0); ++b) {
-    batched_backward(w, plan, row(d_o, b), row(q, b), row(k, b), row(v, b), row(out, b), row(lse, b), row(mask, b),
+    batched_backward(w, plan, band, row(d_o, b), row(q, b), row(k, b), row(v, b), row(out, b), row(lse, b), row(mask, b),
                      scale, row(dq, b), row(dk, b), row(dv, b));
   }
   for (const auto& c : plan.single) {

@@ -8,6 +8,7 @@
 // Every suite that enumerates arms includes this header.
 #pragma once
 
+#include "support/build_paths.h"
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -88,7 +89,7 @@ inline nlohmann::json golden_file_with_extra(const std::string& file, bool outpu
     if (!in) throw std::runtime_error("cannot open " + path);
     return nlohmann::json::parse(in);
   };
-  auto g = read(std::string(ATTNLAB_SOURCE_DIR) + "/tests/data/golden/" + file);
+  auto g = read(attnlab::test::source_dir().string() + "/tests/data/golden/" + file);
   if (const char* extra = std::getenv("ATTNLAB_TEST_GOLDEN_FILE"); extra && *extra) {
     const auto more = read(extra);
     for (const char* input : {"q", "k", "v", "R"})

@@ -1,6 +1,7 @@
 // The real `attnlab` binary (the one this build made) as a child process, for end-to-end tests.
 #pragma once
 
+#include "support/build_paths.h"
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,8 +15,8 @@
 
 namespace attnlab::testing {
 
-/// build/attnlab (ATTNLAB_BINARY_DIR is defined for every test target).
-inline const std::filesystem::path kAttnlab = std::filesystem::path(ATTNLAB_BINARY_DIR) / "attnlab";
+/// build/attnlab (support/build_paths.h).
+inline const std::filesystem::path kAttnlab = attnlab::test::binary_dir() / "attnlab";
 
 /// The whole text of a file ("" when it cannot be read).
 inline std::string read(const std::filesystem::path& path) {

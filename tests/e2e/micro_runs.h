@@ -4,6 +4,7 @@
 // ranks), 4 steps, and 31 validation sequences (8 batches of 4, the last short: 4 + 4 per rank).
 #pragma once
 
+#include "support/build_paths.h"
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -46,12 +47,8 @@ inline std::vector<uint16_t> phrase_tokens(size_t n, uint32_t seed) {
   return out;
 }
 
-/// The source tree: ATTNLAB_SOURCE_DIR from the environment where set (a prebuilt GPU bundle runs on
-/// another machine than it was built on: scripts/gpu_check.sh sets it), else the one built from.
-inline fs::path source_dir() {
-  const char* env = std::getenv("ATTNLAB_SOURCE_DIR");
-  return env && *env ? fs::path(env) : fs::path(ATTNLAB_SOURCE_DIR);
-}
+/// The source tree (support/build_paths.h).
+inline fs::path source_dir() { return attnlab::test::source_dir(); }
 
 inline std::vector<nlohmann::json> metrics_of(const fs::path& run) {
   std::vector<nlohmann::json> lines;

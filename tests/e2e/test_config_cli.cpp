@@ -2,6 +2,7 @@
 // keys and impossible sizes are refused before any work with a message naming the keys (an exit
 // code, not a signal), a warm-up not shorter than the run trains with a warning that the run's
 // config.yaml records, and byte shards without tokenizer.json train a 256-token model.
+#include "support/build_paths.h"
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -18,7 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::ShardSpec;
 
-const fs::path kAttnlab = fs::path(ATTNLAB_BINARY_DIR) / "attnlab";
+const fs::path kAttnlab = attnlab::test::binary_dir() / "attnlab";
 
 class ConfigCli : public ::testing::Test {
  protected:

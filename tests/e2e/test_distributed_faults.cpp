@@ -3,6 +3,7 @@
 // options or config, a killed `--nproc` launcher, and a rank-0 checkpoint write slower than the
 // collective timeout. Each must end the job promptly with an error naming what happened (or, for the
 // slow write, finish it), never hang: every process runs under a deadline (rank_processes.h).
+#include "support/build_paths.h"
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -156,7 +157,7 @@ TEST_F(RankFaults, AKilledLauncherTakesItsRanksWithIt) {
 TEST_F(RankFaults, ARankZeroCheckpointWriteSlowerThanTheTimeoutIsWaitedFor) {
   const auto log = dir_ / "slow.log";
   const int code = testing::run_job(train_args("slow", {"--nproc", "2", "--dist-timeout", "3"}), log,
-                                    {std::string("LD_PRELOAD=") + ATTNLAB_SLOW_RENAME_LIBRARY,
+                                    {std::string("LD_PRELOAD=") + attnlab::test::slow_rename_library(),
                                      "ATTNLAB_TEST_SLOW_RENAME_MATCH=/checkpoints/step_",
                                      "ATTNLAB_TEST_SLOW_RENAME_SECONDS=7"});
   const auto text = read(log);

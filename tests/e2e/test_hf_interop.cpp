@@ -5,6 +5,7 @@
 // cross between attnlab and Python bit for bit; lm-evaluation-harness evaluates an exported arm, with
 // GPT-2's tokenizer and with the fast tokenizer export-hf writes for a SentencePiece corpus.
 // Skipped (with the reason) when the build found no venv python (tests/CMakeLists.txt).
+#include "support/build_paths.h"
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -39,9 +40,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const fs::path kAttnlab = fs::path(ATTNLAB_BINARY_DIR) / "attnlab";
-const fs::path kReference = fs::path(ATTNLAB_SOURCE_DIR) / "tests/interop/hf_reference.py";
-const std::string kPython = ATTNLAB_PYTHON;
+const fs::path kAttnlab = attnlab::test::binary_dir() / "attnlab";
+const fs::path kReference = attnlab::test::source_dir() / "tests/interop/hf_reference.py";
+const std::string kPython = attnlab::test::python();
 constexpr double kTol = 1e-5;
 
 std::string read(const fs::path& path) {
@@ -114,7 +115,7 @@ class HfInterop : public ::testing::Test {
     if (fs::exists(work / "export")) return work;
     python({"sp-corpus", work.string(), "512"});
     std::ofstream(work / "run.yaml")
-        << "include: ['" << ATTNLAB_SOURCE_DIR << "/configs/tiers/micro.yaml']\n"
+        << "include: ['" << attnlab::test::source_dir().string() << "/configs/tiers/micro.yaml']\n"
         << "seed: 3\nmodel: {arm: combo2, vocab_size: 512, block_size: 64}\n"
         << "data: {train: '" << (work / "data/*_train_*.bin").string() << "', val: '"
         << (work / "data/*_val_*.bin").string() << "', val_tokens: 512}\n"

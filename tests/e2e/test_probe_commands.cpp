@@ -2,6 +2,7 @@
 // The CLI's numbers equal the library's on the same checkpoint and batches; a checkpoint without
 // optimizer state gives null preconditioned retention; scale:1 changes nothing; bad input fails
 // with a message naming the culprit.
+#include "support/build_paths.h"
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -24,7 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::ShardSpec;
 
-const fs::path kAttnlab = fs::path(ATTNLAB_BINARY_DIR) / "attnlab";
+const fs::path kAttnlab = attnlab::test::binary_dir() / "attnlab";
 
 std::vector<uint16_t> tokens(size_t n, uint32_t seed) {
   std::vector<uint16_t> out(n);

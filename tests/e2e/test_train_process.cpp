@@ -1,6 +1,7 @@
 // End to end through the real `attnlab train` process: SIGTERM while it starts up takes the usual
 // stop path, and SIGKILL during checkpoint saves never leaves a corrupt checkpoint while the resumed
 // run still finishes bit-identical to an uninterrupted one.
+#include "support/build_paths.h"
 #include <gtest/gtest.h>
 
 #include <dirent.h>
@@ -30,7 +31,7 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using testing::ShardSpec;
 
-const fs::path kAttnlab = fs::path(ATTNLAB_BINARY_DIR) / "attnlab";
+const fs::path kAttnlab = attnlab::test::binary_dir() / "attnlab";
 
 std::string read(const fs::path& path) {
   std::ifstream in(path);

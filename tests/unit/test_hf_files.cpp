@@ -2,6 +2,7 @@
 // transformers: the layout conversions of import-hf against index arithmetic, the refusals (each
 // naming the culprit), the run-directory rules of import and export, GPT-2's tokenizer files from a
 // hand-made rank file. The comparison with transformers itself is tests/e2e/test_hf_interop.cpp.
+#include "support/build_paths.h"
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -402,7 +403,7 @@ TEST_F(HfFiles, ImportWritesANewRunOfStepsAndRefusesWhatWouldLoseOrMislabelData)
 
 TEST_F(HfFiles, AnAttnlabDirectoryOfAnUnknownOrContradictedArmIsRefusedByName) {
   LoadedModel loaded = tiny_loaded("sink_logit");
-  export_hf(loaded, path("good"), {ATTNLAB_SOURCE_DIR "/python/attnlab_hf", {}});
+  export_hf(loaded, path("good"), {(attnlab::test::source_dir().string() + "/python/attnlab_hf"), {}});
   json config = json::parse(std::ifstream(path("good/config.json")));
   for (const auto& [key, value, named] : {std::tuple{"arm", json("sink_logit_v2"), "unknown attention arm 'sink_logit_v2'"},
                                           std::tuple{"sink", json("none"), "contradicts arm 'sink_logit'"}}) {
@@ -449,13 +450,13 @@ TEST_F(HfFiles, ExportRefusesANonEmptyDirectoryAndMissingModelingFiles) {
   loaded.source = path("nowhere");
   fs::create_directories(path("full"));
   std::ofstream(path("full/keep.txt")) << "mine";
-  EXPECT_NE(error_of([&] { export_hf(loaded, path("full"), {ATTNLAB_SOURCE_DIR "/python/attnlab_hf", {}}); }).find("not empty"),
+  EXPECT_NE(error_of([&] { export_hf(loaded, path("full"), {(attnlab::test::source_dir().string() + "/python/attnlab_hf"), {}}); }).find("not empty"),
             std::string::npos);
   EXPECT_TRUE(fs::exists(path("full/keep.txt")));
   EXPECT_NE(error_of([&] { export_hf(loaded, path("out"), {path("no_modeling"), {}}); }).find("modeling_attnlab.py"),
             std::string::npos);
   EXPECT_FALSE(fs::exists(path("out")));
-  const auto r = export_hf(loaded, path("out/"), {ATTNLAB_SOURCE_DIR "/python/attnlab_hf", {}});
+  const auto r = export_hf(loaded, path("out/"), {(attnlab::test::source_dir().string() + "/python/attnlab_hf"), {}});
   EXPECT_EQ(r.kind, HfExportKind::attnlab);
   for (const auto& f : r.files) EXPECT_TRUE(fs::exists(path("out") / f)) << f;
   const auto back = read_hf_model(path("out"));  // and import reads it back, parameter for parameter
@@ -472,9 +473,9 @@ TEST_F(HfFiles, ExportRefusesANonEmptyDirectoryAndMissingModelingFiles) {
 // two tokenizers at once are refused.
 TEST_F(HfFiles, ExportNamesAMissingTokenizerPythonAndLeavesNothing) {
   LoadedModel loaded = tiny_loaded("renorm");
-  HfExportOptions options{ATTNLAB_SOURCE_DIR "/python/attnlab_hf", {}};
+  HfExportOptions options{(attnlab::test::source_dir().string() + "/python/attnlab_hf"), {}};
   options.fast_tokenizer = HfFastTokenizer{"bytes", {}, 256, path("no_venv/bin/python"),
-                                           ATTNLAB_SOURCE_DIR "/tools/hf_tokenizer.py"};
+                                           (attnlab::test::source_dir().string() + "/tools/hf_tokenizer.py")};
   EXPECT_NE(error_of([&] { export_hf(loaded, path("fast"), options); }).find("no_venv/bin/python"), std::string::npos);
   EXPECT_FALSE(fs::exists(path("fast")));
   for (const auto& entry : fs::directory_iterator(path("fast").parent_path()))

@@ -3,6 +3,7 @@
 // adjustment. Expected values: hand enumerations (plain loops below), a published table of Wilcoxon
 // critical values, and scipy run once (tests/data/stats/paired_tests.json, written by
 // tools/make_stats_fixtures.py, which says how each number was made).
+#include "support/build_paths.h"
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -320,7 +321,7 @@ TEST(WilcoxonTest, NormalApproximationOnlyBeyondFiftyDifferences) {
 // ---- Against scipy (tests/data/stats/paired_tests.json) ----
 
 nlohmann::json stats_fixture() {
-  std::ifstream in(ATTNLAB_SOURCE_DIR "/tests/data/stats/paired_tests.json");
+  std::ifstream in((attnlab::test::source_dir().string() + "/tests/data/stats/paired_tests.json"));
   if (!in) throw std::runtime_error("cannot read tests/data/stats/paired_tests.json");
   return nlohmann::json::parse(in);
 }

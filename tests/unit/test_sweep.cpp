@@ -1,5 +1,6 @@
 // Sweep files: grid expansion into stable names and overrides, per-tier seed lists, the run states
 // `--dry-run` prints, the manifest, the Slurm script, and the shipped sweeps.
+#include "support/build_paths.h"
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -320,7 +321,7 @@ TEST_F(SweepTest, TierConfigsAndSlurmScriptsAreWrittenCheckedAndWhole) {
 }
 
 TEST(ShippedSweeps, PaperGridIsNineArmsFourTiersAndThePapersSeeds) {
-  const fs::path root = ATTNLAB_SOURCE_DIR;
+  const fs::path root = attnlab::test::source_dir();
   const auto runs = expand_sweep(load_sweep(root / "configs/sweeps/paper.yaml"));
   ASSERT_EQ(runs.size(), 9u * (3 + 3 + 3 + 1));
   std::map<std::string, int> per_tier;
@@ -332,7 +333,7 @@ TEST(ShippedSweeps, PaperGridIsNineArmsFourTiersAndThePapersSeeds) {
 }
 
 TEST(ShippedSweeps, DemoIsFourArmsTwoSeedsOnTheMicroTier) {
-  const fs::path root = ATTNLAB_SOURCE_DIR;
+  const fs::path root = attnlab::test::source_dir();
   const auto runs = expand_sweep(load_sweep(root / "configs/sweeps/demo.yaml"));
   ASSERT_EQ(runs.size(), 8u);
   EXPECT_EQ(runs.front().name, "micro/baseline/s1");
@@ -344,7 +345,7 @@ TEST(ShippedSweeps, DemoIsFourArmsTwoSeedsOnTheMicroTier) {
 }
 
 TEST(ShippedSweeps, NullPairsTwinEveryDemoRunOfBaselineAndSinkLogit) {
-  const fs::path root = ATTNLAB_SOURCE_DIR;
+  const fs::path root = attnlab::test::source_dir();
   const auto runs = expand_sweep(load_sweep(root / "configs/sweeps/null_pairs.yaml"));
   ASSERT_EQ(runs.size(), 20u);
   EXPECT_EQ(runs[10].name, "micro/baseline/null/s1");

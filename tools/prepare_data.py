@@ -12,6 +12,9 @@ Run it with the project's venv python (scripts/setup.sh makes it: $ATTNLAB_VENV/
            document level (deterministically, from a hash of each file's relative path), tokenized
            with GPT-2 BPE when its vocabulary files are given, else a BPE vocabulary SentencePiece
            trains on the train documents, else raw UTF-8 bytes.
+  bb       The synthetic Bigram-Backcopy task (tools/synthetic_bb.py; Guo et al. 2024): seeded
+           documents of --doc-len tokens, each opened by BOS, on which small models form attention
+           sinks. Its ids have no text (tokenizer "synthetic"); tokenizer.json records the triggers.
 
 Shard files: <name>_val_000000.bin, ... then <name>_train_<next index>.bin, ...; each is a header of
 256 little-endian int32 ([0] = 20240520, [1] = 1, [2] = token count) followed by uint16 tokens.
@@ -114,7 +117,7 @@ def to_uint16(ids: list[int], vocab_size: int) -> np.ndarray:
 
 @dataclass
 class Tokenizer:
-    kind: str          # "gpt2" | "sentencepiece" | "bytes" | "hf"
+    kind: str          # "gpt2" | "sentencepiece" | "bytes" | "hf" | "synthetic" (ids without text)
     vocab_size: int
     eot: int           # written before every document
     encode_batch: Callable[[list], list]  # texts -> token id lists (threaded where the library can)
@@ -365,6 +368,37 @@ def cmd_text(args) -> dict:
     return stats
 
 
+def cmd_bb(args) -> dict:
+    import synthetic_bb
+    try:
+        task = synthetic_bb.make_task(args.vocab, args.triggers, args.alpha, args.zipf, args.bos, args.doc_len,
+                                      args.seed)
+    except ValueError as e:
+        fail(str(e))
+    for flag, count in (("--train-docs", args.train_docs), ("--val-docs", args.val_docs)):
+        if count <= 0:
+            fail(f"{flag} {count} must be positive")
+    os.makedirs(args.out, exist_ok=True)
+    name = args.name or os.path.basename(os.path.normpath(args.out))
+    phase = {"split": "val"}
+    writer = ShardWriter(args.out, name, args.shard_size, lambda index: phase["split"])
+    # Val and train are separate streams of one task (stream seeds 0 and 1): same chain, other draws.
+    for stream, (split, count) in enumerate((("val", args.val_docs), ("train", args.train_docs))):
+        phase["split"] = split
+        writer.add(synthetic_bb.documents(task, count, stream).reshape(-1))
+        writer.flush()
+    tok = Tokenizer("synthetic", task.vocab + 1, task.bos, lambda texts: fail("synthetic ids have no text"),
+                    lambda ids: fail("synthetic ids have no text"),
+                    description=f"Bigram-Backcopy task: content ids 0..{task.vocab - 1}, BOS {task.bos}")
+    stats = {"documents": {"train": args.train_docs, "val": args.val_docs},
+             "tokens": {"train": writer.tokens("train"), "val": writer.tokens("val")},
+             "shards": [os.path.basename(p) for p, _, _ in writer.written],
+             "split": {"method": "val and train drawn as separate streams of the same task"},
+             "task": synthetic_bb.description(task)}
+    write_tokenizer_json(args.out, tok, "tools/synthetic_bb.py", stats)
+    return stats
+
+
 def fineweb_documents(version: str, sample: str, streaming: bool) -> Iterable[dict]:
     try:
         from datasets import load_dataset
@@ -430,6 +464,19 @@ def parser() -> argparse.ArgumentParser:
     tx.add_argument("--val-fraction", type=float, default=0.05, help="share of characters held out")
     tx.add_argument("--shard-size", type=int, default=10**8, help="tokens per shard")
     tx.add_argument("--source", help="where the text comes from, for tokenizer.json")
+    bb = sub.add_parser("bb", parents=[common], help="the synthetic Bigram-Backcopy task (tools/synthetic_bb.py)")
+    bb.add_argument("--out", required=True, help="output directory")
+    bb.add_argument("--name", help="shard name prefix (default: the output directory's name)")
+    bb.add_argument("--vocab", type=int, default=64, help="content tokens (BOS is one more)")
+    bb.add_argument("--triggers", type=int, default=3, help="k: the k most frequent tokens trigger a back-copy")
+    bb.add_argument("--alpha", type=float, default=0.2, help="Dirichlet concentration of the bigram rows")
+    bb.add_argument("--zipf", type=float, default=1.0, help="exponent of the bigram rows' mean law (0: flat)")
+    bb.add_argument("--bos", type=int, default=1, help="BOS tokens opening each document")
+    bb.add_argument("--doc-len", type=int, default=257, help="tokens per document, BOS included (seq_len + 1)")
+    bb.add_argument("--train-docs", type=int, default=16384)
+    bb.add_argument("--val-docs", type=int, default=512)
+    bb.add_argument("--seed", type=int, default=0, help="the task's seed: its chain and its documents")
+    bb.add_argument("--shard-size", type=int, default=10**8, help="tokens per shard")
     return p
 
 
@@ -437,7 +484,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.shard_size <= 0:
         fail(f"--shard-size {args.shard_size} must be positive")
-    stats = cmd_text(args) if args.command == "text" else cmd_fineweb(args)
+    commands = {"text": cmd_text, "fineweb": cmd_fineweb, "bb": cmd_bb}
+    stats = commands[args.command](args)
     print(json.dumps({k: stats[k] for k in ("documents", "characters", "tokens") if k in stats}))
     return 0
 

@@ -8,7 +8,7 @@
 // < vocab_size: a bad shard is a DataError naming the file, never a crash or a silent wrap.
 //
 // Beside the shards, tools/prepare_data.py writes tokenizer.json (docs/data.md):
-//   {"tokenizer": "gpt2" | "sentencepiece" | "bytes" | "hf", "vocab_size": N, "model": "<file>" | null,
+//   {"tokenizer": "gpt2" | "sentencepiece" | "bytes" | "hf" | "synthetic", "vocab_size": N, "model": "<file>" | null,
 //    "source": "...", "eot": <document separator id>, ...}
 // Shards without it (llm.c's, modded-nanogpt's, a byte-level corpus made elsewhere) are accepted as
 // they are: every token is still checked to be below the model's vocab_size, and a note for the log
@@ -66,7 +66,8 @@ class Shard {
 
 /// What tokenized the shards of one directory: its tokenizer.json, or nothing known.
 struct TokenizerInfo {
-  std::string tokenizer = "unknown";   ///< "gpt2" | "sentencepiece" | "bytes" | "hf" (a transformers tokenizer); "unknown": no tokenizer.json
+  std::string tokenizer = "unknown";   ///< "gpt2" | "sentencepiece" | "bytes" | "hf" (a transformers tokenizer) |
+                                       ///< "synthetic" (a generated task's ids, without text); "unknown": no tokenizer.json
   int64_t vocab_size = 0;              ///< real vocabulary size (the model pads it, not this); 0 when unknown
   std::string model;                   ///< path of the SentencePiece model, "" if none
   std::string source;                  ///< where the text came from (free text)

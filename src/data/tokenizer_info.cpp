@@ -35,8 +35,9 @@ TokenizerInfo parse(const std::string& file, const std::string& dir, const nlohm
   info.dir = dir;
   info.tokenizer = j["tokenizer"].get<std::string>();
   if (info.tokenizer != "gpt2" && info.tokenizer != "sentencepiece" && info.tokenizer != "bytes" &&
-      info.tokenizer != "hf") {
-    throw bad(fmt::format("unknown tokenizer \"{}\" (expected gpt2, sentencepiece, bytes or hf)", info.tokenizer));
+      info.tokenizer != "hf" && info.tokenizer != "synthetic") {
+    throw bad(fmt::format("unknown tokenizer \"{}\" (expected gpt2, sentencepiece, bytes, hf or synthetic)",
+                          info.tokenizer));
   }
   info.vocab_size = j["vocab_size"].get<int64_t>();  // an unsigned value above 2^63 wraps negative: refused
   if (info.vocab_size <= 0 || info.vocab_size > kMaxUint16Vocab) {

@@ -78,6 +78,8 @@ void choose_tokenizer(const std::string& choice, const std::string& python, cons
   } else if (info.tokenizer == "sentencepiece" || info.tokenizer == "bytes") {
     check_vocab(info, loaded.model_config.vocab_size);
     options.fast_tokenizer = fast_tokenizer(info, python);
+  } else if (info.tokenizer == "synthetic") {
+    spdlog::info("no tokenizer files: {} describes a synthetic task, whose ids have no text", info.file);
   } else if (info.tokenizer == "hf") {
     spdlog::info("no tokenizer files: the run's shards are a transformers tokenizer's tokens ({}); copy that "
                  "tokenizer's files into the export, or give lm-eval tokenizer=ITS_DIRECTORY (docs/interop.md)",

@@ -71,6 +71,9 @@ void add_sample_command(CLI::App& app) {
                                (codec.tokenizer.dir.empty() ? std::string() : " in " + codec.tokenizer.dir) +
                                ", and its vocab_size is not GPT-2's; docs/data.md): its token ids have no known "
                                "text; pass --tokenizer DIR_OR_TOKENIZER_JSON");
+    if (codec.tokenizer.tokenizer == "synthetic")
+      throw std::runtime_error(codec.tokenizer.file + " describes a synthetic task (tools/synthetic_bb.py): its token "
+                               "ids have no text to sample; probe or eval the run instead");
     check_vocab(codec.tokenizer, loaded.model_config.vocab_size);
 
     // A document starts after the separator in every shard prepare_data.py writes, so the prompt does too.

@@ -7,7 +7,9 @@
 # tools/prepare_data.py. Writes into a temporary directory and renames, so a stopped run leaves
 # no half corpus behind. Then the corpus's own downstream task, tasks/pydoc_next.jsonl (256
 # continuation items of the validation documents, tools/task_convert.py corpus; docs/downstream.md),
-# made again when it is older than the tokenizer or the converter.
+# made again when it is older than the tokenizer or the converter. Last, the synthetic
+# Bigram-Backcopy corpus data/bb/ (tools/synthetic_bb.py, its defaults; two seconds), made again when
+# it is older than its generator.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/setup.sh
@@ -61,9 +63,30 @@ write_task() {
     --tokenizer-json "$OUT/tokenizer.json" --limit 256 --out "$task"
 }
 
+BB="${ATTNLAB_BB_DIR:-data/bb}"
+
+bb_up_to_date() {
+  local f
+  [ -f "$BB/tokenizer.json" ] || return 1
+  for f in tools/synthetic_bb.py tools/prepare_data.py scripts/prepare_corpus.sh; do
+    [ "$BB/tokenizer.json" -nt "$f" ] || return 1
+  done
+}
+
+write_bb() {
+  bb_up_to_date && return
+  local tmp="$BB.tmp.$$"
+  rm -rf "$tmp"
+  "$ATTNLAB_VENV/bin/python" tools/prepare_data.py bb --out "$tmp" --name bb --quiet >/dev/null
+  rm -rf "$BB"
+  mv "$tmp" "$BB"
+  echo "[corpus] wrote $BB (Bigram-Backcopy, docs/data.md)"
+}
+
 if up_to_date; then
   echo "[corpus] $OUT is up to date"
 else
   build_corpus
 fi
 write_task
+write_bb

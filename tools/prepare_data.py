@@ -385,7 +385,10 @@ def cmd_bb(args) -> dict:
     # Val and train are separate streams of one task (stream seeds 0 and 1): same chain, other draws.
     for stream, (split, count) in enumerate((("val", args.val_docs), ("train", args.train_docs))):
         phase["split"] = split
-        writer.add(synthetic_bb.documents(task, count, stream).reshape(-1))
+        docs = synthetic_bb.documents(task, count, stream)
+        if split == "val":
+            floor = synthetic_bb.loss_floor(task, docs)
+        writer.add(docs.reshape(-1))
         writer.flush()
     tok = Tokenizer("synthetic", task.vocab + 1, task.bos, lambda texts: fail("synthetic ids have no text"),
                     lambda ids: fail("synthetic ids have no text"),
@@ -394,7 +397,7 @@ def cmd_bb(args) -> dict:
              "tokens": {"train": writer.tokens("train"), "val": writer.tokens("val")},
              "shards": [os.path.basename(p) for p, _, _ in writer.written],
              "split": {"method": "val and train drawn as separate streams of the same task"},
-             "task": synthetic_bb.description(task)}
+             "task": {**synthetic_bb.description(task), "val_loss_floor": floor}}
     write_tokenizer_json(args.out, tok, "tools/synthetic_bb.py", stats)
     return stats
 

@@ -82,6 +82,13 @@ def make_task(vocab: int = 64, num_triggers: int = 3, alpha: float = 0.2, zipf: 
     return BBTask(vocab, num_triggers, alpha, zipf, bos_count, doc_len, seed, transition, pi, triggers)
 
 
+def _first_law(task: BBTask) -> np.ndarray:
+    """x_1's law: the stationary law restricted to non-triggers, renormalised."""
+    first = task.stationary.copy()
+    first[list(task.triggers)] = 0.0
+    return first / first.sum()
+
+
 def _draw(cumulative: np.ndarray, u: np.ndarray) -> np.ndarray:
     """Row r's inverse-CDF draw for uniform u[r]: the first index whose cumulative mass exceeds u."""
     return np.minimum((cumulative <= u[:, None]).sum(axis=1), cumulative.shape[1] - 1)
@@ -94,8 +101,7 @@ def documents(task: BBTask, count: int, stream_seed: int) -> np.ndarray:
     out[:, :task.bos_count] = task.bos
     is_trigger = np.zeros(task.vocab, dtype=bool)
     is_trigger[list(task.triggers)] = True
-    first = np.where(is_trigger, 0.0, task.stationary)
-    first_cdf = np.cumsum(first / first.sum())
+    first_cdf = np.cumsum(_first_law(task))
     b = task.bos_count
     out[:, b] = _draw(np.broadcast_to(first_cdf, (count, task.vocab)), rng.random(count))
     cdf = np.cumsum(task.transition, axis=1)
@@ -105,6 +111,22 @@ def documents(task: BBTask, count: int, stream_seed: int) -> np.ndarray:
         copied = out[:, i - 1] if i > b else drawn  # x_1 is never a trigger, so i = b never copies
         out[:, i + 1] = np.where(is_trigger[cur], copied, drawn)
     return out.astype(np.uint16)
+
+
+def loss_floor(task: BBTask, docs: np.ndarray) -> dict:
+    """The best expected loss on `docs` (nats per target), split as eval.trigger_tokens splits it: at
+    a trigger query the next token is determined (0); at BOS the next is BOS again (0) or, after the
+    last BOS, x_1 (the entropy of its law); elsewhere the entropy of P's row."""
+    x = docs[:, :-1].astype(np.int64)  # every query; its target is the token after it
+    trigger = np.isin(x, task.triggers)
+    row_entropy = -(task.transition * np.log(task.transition)).sum(axis=1)
+    first = _first_law(task)
+    floor = np.zeros(x.shape)
+    content = (x != task.bos) & ~trigger
+    floor[content] = row_entropy[x[content]]
+    floor[:, task.bos_count - 1] = -(first[first > 0] * np.log(first[first > 0])).sum()
+    return {"trigger_share": float(trigger.mean()), "other_nats": float(floor[~trigger].mean()),
+            "all_nats": float(floor.mean())}
 
 
 def description(task: BBTask) -> dict:

@@ -109,6 +109,33 @@ class PrepareData(unittest.TestCase):
             np.testing.assert_array_equal(tokens["val"], bb.documents(task, 3, 0).reshape(-1))
             np.testing.assert_array_equal(tokens["train"], bb.documents(task, 20, 1).reshape(-1))
 
+    def test_the_loss_floor_docs_data_md_quotes(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "bb")
+            pd.main(["bb", "--out", out, "--quiet", "--train-docs", "1"])  # the defaults' val split
+            with open(os.path.join(out, "tokenizer.json"), encoding="utf-8") as f:
+                floor = json.load(f)["task"]["val_loss_floor"]
+        with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "data.md"), encoding="utf-8") as f:
+            page = f.read()
+        quoted = (f"{100 * floor['trigger_share']:.0f}% of the queries are triggers",
+                  f"at {floor['other_nats']:.2f} nats ({floor['all_nats']:.2f} nats over all targets)")
+        for text in quoted:
+            self.assertIn(text, page)
+        # and by a plain loop over the same documents' queries (the last BOS predicts x_1)
+        task = bb.make_task()
+        docs = bb.documents(task, 512, 0).astype(np.int64)
+        entropy = [-sum(p * np.log(p) for p in row) for row in task.transition]
+        law = {t: task.stationary[t] for t in range(task.vocab) if t not in task.triggers}
+        first = -sum(p / sum(law.values()) * np.log(p / sum(law.values())) for p in law.values())
+        other, total = [], 0.0
+        for doc in docs:
+            for i in range(len(doc) - 1):
+                if doc[i] in task.triggers:
+                    continue
+                other.append(first if i == 0 else entropy[doc[i]])
+        self.assertAlmostEqual(floor["other_nats"], sum(other) / len(other), places=9)
+        self.assertAlmostEqual(floor["all_nats"], sum(other) / (512 * 256), places=9)
+
     def test_bad_arguments_are_refused_by_name(self):
         with tempfile.TemporaryDirectory() as tmp:
             for args, word in ((["--triggers", "99"], "triggers"), (["--train-docs", "0"], "--train-docs")):

@@ -5,11 +5,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include <c10/core/Device.h>
 
 #include "attnlab/batch_sampler.h"
 #include "attnlab/distributed.h"
+#include "attnlab/evaluate.h"
 #include "attnlab/model.h"
 #include "attnlab/run_config.h"
 #include "attnlab/task_file.h"
@@ -32,13 +35,17 @@ class Evaluator {
   /// single-process value up to float64 round-off. Every rank must call it (a collective). The
   /// value may be non-finite (a diverged model: the caller stops the run); it becomes last_loss().
   /// With eval.tasks, each task is scored the same way (score_task: rank r takes items r, r +
-  /// world_size, ...; the counts are summed over the ranks) into last_tasks().
+  /// world_size, ...; the counts are summed over the ranks) into last_tasks(). With
+  /// eval.trigger_tokens, the loss's trigger / other split (evaluate_sum's domains, summed over the
+  /// ranks in the same collective) goes to last_domains().
   double evaluate(GPTImpl& model, dist::DataParallel& dp);
 
   /// The value of the last evaluate() of this session; NaN before the first.
   double last_loss() const { return last_loss_; }
   /// The task accuracies of the last evaluate() (by task name); empty without eval.tasks or before it.
   const TaskAccuracies& last_tasks() const { return last_tasks_; }
+  /// The trigger / other losses of the last evaluate(); none without eval.trigger_tokens or before it.
+  const std::optional<DomainLosses>& last_domains() const { return last_domains_; }
   const ValidationSet& validation() const { return *val_; }
   /// Wall seconds spent in evaluate() (final.json's time_s.eval).
   double seconds() const { return seconds_; }
@@ -52,6 +59,8 @@ class Evaluator {
   double last_loss_;
   std::vector<Task> tasks_;
   TaskAccuracies last_tasks_;
+  std::vector<int64_t> trigger_tokens_;
+  std::optional<DomainLosses> last_domains_;
   double seconds_ = 0.0;
 };
 

@@ -1,8 +1,9 @@
 // final.json: what a run reports once it has reached its last step (docs/design.md, "The run
 // directory"). The trainer writes it through RunWriter::write_final(); the sweep, the report and
 // `attnlab sweep --dry-run` read it through RunDir::final_record(). Every key is always written (but
-// the three that only some runs have: a branch's "parent", a GPU run's "attention_self_check", the
-// "tasks" of a run with eval.tasks), so a
+// those that only some runs have: a branch's "parent", a GPU run's "attention_self_check", the
+// "tasks" of a run with eval.tasks, the "val_loss_trigger" / "val_loss_other" of a run with
+// eval.trigger_tokens), so a
 // reader treats a missing or mistyped key as a damaged file, never as a default.
 #pragma once
 
@@ -46,17 +47,24 @@ struct FinalRecord {
   std::optional<SelfCheckResult> attention_self_check;
   /// The eval.tasks accuracies at the last step (docs/downstream.md); empty (and no key) without tasks.
   TaskAccuracies tasks;
+  /// With eval.trigger_tokens, the last step's validation loss over the trigger targets (input token
+  /// one of them) and over the others, nats/token (keys "val_loss_trigger", "val_loss_other"); none
+  /// (and no key) without them, as in records of older runs. NaN (written null): no target in it.
+  std::optional<double> val_loss_trigger;
+  std::optional<double> val_loss_other;
 };
 
 /// The JSON object final.json holds (every key; "parent" only for a branch, "attention_self_check"
-/// only where one ran, "tasks" only where tasks were scored).
+/// only where one ran, "tasks" only where tasks were scored, "val_loss_trigger" and
+/// "val_loss_other" only with eval.trigger_tokens).
 nlohmann::json to_json(const FinalRecord& record);
 
 /// Reads that object back. Throws FileError naming `origin` and the first key that is missing, has
 /// the wrong type (a count must be an integer, a loss a number: `"steps": "sixteen"`, 16.5 or
 /// `"final_val_loss": null` are refused) or holds a value no run has (a negative count, steps < 1, a
 /// negative or non-finite final loss), an "attention_self_check" that self_check_result_from_json
-/// refuses, or "tasks" that task_accuracies_from_json refuses.
+/// refuses, "tasks" that task_accuracies_from_json refuses, or a "val_loss_trigger" /
+/// "val_loss_other" that is neither null nor a number >= 0.
 FinalRecord final_record_from_json(const nlohmann::json& j, const std::filesystem::path& origin);
 
 }  // namespace attnlab

@@ -3,7 +3,9 @@
 // arms that share tier, seed and validation data; a positive difference means the arm subtracted
 // (the second one) is better. Runs with eval.tasks add, per task and metric (acc, acc_norm), the same
 // differences over the error rate 1 - accuracy, so positive still means the arm subtracted is better
-// (docs/downstream.md). Runs that are missing or unfinished are listed, never dropped.
+// (docs/downstream.md). Runs with eval.trigger_tokens add the same differences of their final
+// validation loss on the trigger targets and on the others (val_loss_trigger, val_loss_other;
+// docs/data.md). Runs that are missing or unfinished are listed, never dropped.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +47,9 @@ struct RunRecord {
   bool finished() const { return state.status == RunStatus::finished; }
   double final_val_loss() const;    ///< final.json's, nats/token (finished or stale runs)
   const TaskAccuracies& final_tasks() const;  ///< final.json's task accuracies (finished or stale runs; may be empty)
+  /// final.json's val_loss_trigger (`trigger`) or val_loss_other, nats/token (finished or stale runs);
+  /// none for a run without eval.trigger_tokens or whose domain had no target.
+  std::optional<double> final_domain_loss(bool trigger) const;
   int64_t val_tokens() const;       ///< final.json's (finished or stale runs)
   uint64_t val_fingerprint() const; ///< final.json's (finished or stale runs)
 };
@@ -111,6 +116,10 @@ struct PairedQuantity {
 
 /// The final validation loss, on the validation data (val_fingerprint and val_tokens).
 PairedQuantity final_loss_quantity();
+/// The final validation loss over the trigger targets (`trigger`: val_loss_trigger) or the others
+/// (val_loss_other), on the validation data (as final_loss_quantity(); the runs of one sweep share
+/// its eval.trigger_tokens); none for a run without it.
+PairedQuantity domain_loss_quantity(bool trigger);
 /// The error rate 1 - acc (or 1 - acc_norm when `norm`) of task `task` at the last step, on the
 /// task's items (its fingerprint and n); none for a run that did not score the task.
 PairedQuantity task_error_quantity(const std::string& task, bool norm);
@@ -166,6 +175,15 @@ struct TaskReport {
   std::vector<DifferenceResult> differences;
 };
 
+/// One validation domain of a group (eval.trigger_tokens; docs/data.md): the arms' mean final loss
+/// on it and the contrasts over it (domain_loss_quantity), in spec_contrasts()' order, Holm-adjusted
+/// among themselves (one family per domain).
+struct DomainReport {
+  std::string domain;  ///< "val_loss_trigger" or "val_loss_other"
+  std::vector<ArmResult> arms;  ///< stats: the loss over finished seeds that have it (paper: none)
+  std::vector<DifferenceResult> differences;
+};
+
 /// The runs of one tier (and, for grids over other keys, one variant).
 struct GroupReport {
   std::string tier, variant;
@@ -178,6 +196,8 @@ struct GroupReport {
   std::optional<NoiseFloor> noise_floor;
   /// Per task any finished run of the group scored (by name), acc then acc_norm; empty without tasks.
   std::vector<TaskReport> tasks;
+  /// val_loss_trigger then val_loss_other, when any finished run of the group has them; else empty.
+  std::vector<DomainReport> domains;
 };
 
 struct SweepReport {

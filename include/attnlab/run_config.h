@@ -15,6 +15,7 @@
 
 #include "attnlab/attention_backend.h"
 #include "attnlab/device.h"
+#include "attnlab/document_windows.h"
 #include "attnlab/model_config.h"
 #include "attnlab/name_table.h"
 
@@ -40,6 +41,11 @@ struct DataConfig {
   std::string train;          ///< glob of llm.c-format train shards
   std::string val;            ///< glob of validation shards
   int64_t val_tokens = 65536; ///< fixed held-out tokens used by every evaluation (SPEC section 3)
+  /// Where training windows start and how the validation set is cut (docs/data.md): unset (or
+  /// `random`, which reads as unset) the uniform offsets and the consecutive cut; `document` the
+  /// document-aligned windows of document_windows.h, which needs the data's document separator.
+  /// Part of the config hash when set; configs without it keep their bytes and hash.
+  std::optional<WindowSampling> sampling;
 };
 
 struct OptimConfig {
@@ -70,6 +76,11 @@ struct EvalConfig {
   /// an observation key (outside the config hash, free to change on resume), and an empty list is not
   /// written (configs from before it existed keep their bytes).
   std::vector<std::string> tasks;
+  /// Token ids whose next-token targets form the "trigger" domain of the validation loss: each pass
+  /// also reports the mean loss over targets y[t] whose input x[t] is one of them (val_loss_trigger)
+  /// and over the rest (val_loss_other), nats/token (docs/data.md, Bigram-Backcopy). Each id in
+  /// [0, model.vocab_size). An observation key like tasks; an empty list is not written.
+  std::vector<int64_t> trigger_tokens;
 };
 
 struct CheckpointConfig {
@@ -173,12 +184,13 @@ MemoryFloor memory_floor(const RunConfig& cfg);
 /// any work.
 void check_fits_memory(const RunConfig& cfg, double available_bytes, const std::string& device);
 
-/// True for keys that change what a run records but not what it computes (track.*, eval.tasks and
-/// its items eval.tasks.N): left out of config_hash and allowed to differ when a run resumes.
+/// True for keys that change what a run records but not what it computes (track.*, eval.tasks,
+/// eval.trigger_tokens and their items eval.tasks.N, eval.trigger_tokens.N): left out of
+/// config_hash and allowed to differ when a run resumes.
 bool is_observation_key(const std::string& key);
 
 /// Stable 16-hex-digit hash of the resolved configuration (recorded in final.json), without out_dir,
-/// the observation keys (track.*, eval.tasks) and the GPT-NeoX model options at their defaults (added later: a
+/// the observation keys (track.*, eval.tasks, eval.trigger_tokens) and the GPT-NeoX model options at their defaults (added later: a
 /// config that does not use them keeps the hash it had before they existed).
 std::string config_hash(const RunConfig& cfg);
 

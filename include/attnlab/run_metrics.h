@@ -3,7 +3,9 @@
 // read_metrics; JSON keys are written in alphabetical order):
 //   step record        {"elapsed_s", "grad_norm", "lr"[, "mfu"], "step", "tokens", "tokens_per_s",
 //                       "train_loss", "val_loss" (null between evaluations)[, "tasks": {"<name>":
-//                       {"acc", "acc_norm", "n", "fingerprint"}} on evaluated steps with eval.tasks]} StepRecord
+//                       {"acc", "acc_norm", "n", "fingerprint"}} on evaluated steps with eval.tasks]
+//                       [, "val_loss_trigger", "val_loss_other" on evaluated steps with
+//                       eval.trigger_tokens (null: no target in that domain)]}          StepRecord
 //   schedule change    {"type": "schedule_change", "step", "total_steps_before", "total_steps",
 //                       "next_lr_before", "next_lr"}                                  ScheduleChange
 //   activations        {"type": "activations", "step", "probe_sequences", "massive": {"min_max",
@@ -37,6 +39,11 @@ struct StepRecord {
   double elapsed_s = 0.0;          ///< wall seconds of the run so far, earlier sessions included (timing)
   std::optional<double> mfu;       ///< model FLOPs utilisation in [0, 1]; none when the device's peak is unknown
   TaskAccuracies tasks;            ///< eval.tasks' accuracies on evaluated steps (docs/downstream.md); else empty, no key
+  /// nats/token over the validation targets whose input token is one of eval.trigger_tokens, and over
+  /// the others (evaluate.h's domains), on evaluated steps of a run with them; else none, no key.
+  /// NaN (written null) for a domain without targets.
+  std::optional<double> val_loss_trigger;
+  std::optional<double> val_loss_other;
 };
 
 /// A resume under another step budget (docs/checkpoints.md, "Resuming under another step budget"):

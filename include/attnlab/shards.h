@@ -138,6 +138,9 @@ struct TrainValData {
   std::shared_ptr<const ShardSet> train;
   std::shared_ptr<const ShardSet> val;
   std::vector<std::string> notes;  ///< lines for the trainer's log (directories without tokenizer.json)
+  /// The tokenizer both describe: the first tokenizer.json found (train's directories first), else
+  /// unknown (assumed); document_separator() reads its `eot`.
+  TokenizerInfo tokenizer;
 };
 
 /// Opens both sets with ShardSet::open and checks that they share one tokenizer (every

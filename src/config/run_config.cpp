@@ -29,6 +29,10 @@ template <class T>
 struct is_optional : std::false_type {};
 template <class T>
 struct is_optional<std::optional<T>> : std::true_type {};
+template <class T>
+struct is_vector : std::false_type {};
+template <class T>
+struct is_vector<std::vector<T>> : std::true_type {};
 
 template <class V>
 void visit_model_fields(ModelConfig& m, V& v) {
@@ -63,6 +67,7 @@ void visit_fields(RunConfig& c, V& v) {
     v.field("train", c.data.train);
     v.field("val", c.data.val);
     v.field("val_tokens", c.data.val_tokens);
+    v.field("sampling", c.data.sampling);  // optional: written only when set (docs/data.md)
   });
   v.section("optim", [&] {
     v.field("lr", c.optim.lr);
@@ -88,6 +93,7 @@ void visit_fields(RunConfig& c, V& v) {
   v.section("eval", [&] {
     v.field("every", c.eval.every);
     v.field("tasks", c.eval.tasks);
+    v.field("trigger_tokens", c.eval.trigger_tokens);
   });
   v.section("checkpoint", [&] {
     v.field("every", c.checkpoint.every);
@@ -144,18 +150,24 @@ struct YamlReader {
     const YAML::Node node = std::as_const(cur)[key];
     if (!node) return;
     if constexpr (is_optional<T>::value) {
+      using V = typename T::value_type;
       if (node.IsNull()) {  // `key: null` unsets what an included file set
         out.reset();
+      } else if constexpr (std::is_enum_v<V>) {
+        out = read_name<V>(node, path(key));
       } else {
-        out = yaml_io::read_scalar<typename T::value_type>(node, path(key));
+        out = yaml_io::read_scalar<V>(node, path(key));
       }
     } else if constexpr (std::is_enum_v<T>) {
       out = read_name<T>(node, path(key));
-    } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
-      if (!node.IsSequence()) throw ConfigError(path(key) + ": expected a list of strings, got " + yaml_io::describe(node));
+    } else if constexpr (is_vector<T>::value) {
+      using V = typename T::value_type;
+      if (!node.IsSequence())
+        throw ConfigError(fmt::format("{}: expected a list of {}s, got {}", path(key),
+                                      std::is_same_v<V, std::string> ? "string" : "integer", yaml_io::describe(node)));
       out.clear();
       for (size_t i = 0; i < node.size(); ++i)
-        out.push_back(yaml_io::read_scalar<std::string>(node[i], fmt::format("{}[{}]", path(key), i)));
+        out.push_back(yaml_io::read_scalar<V>(node[i], fmt::format("{}[{}]", path(key), i)));
     } else {
       out = yaml_io::read_scalar<T>(node, path(key));
     }
@@ -227,6 +239,7 @@ RunConfig from_yaml(const YAML::Node& root) {
   // A seed equal to `seed` says nothing more: one spelling per run, so one config hash.
   if (cfg.init_seed == cfg.seed) cfg.init_seed.reset();
   if (cfg.data_seed == cfg.seed) cfg.data_seed.reset();
+  if (cfg.data.sampling == WindowSampling::random) cfg.data.sampling.reset();  // the default, so no key and no hash
   validate(cfg);
   // Before normalisation expands the pattern to one letter per block, which hides an unused tail.
   if (const auto warning = window_pattern_warning(cfg.model); !warning.empty()) spdlog::warn("{}", warning);
@@ -250,6 +263,14 @@ void check_task_names(const std::vector<std::string>& tasks) {
     require(fresh, fmt::format("eval.tasks: '{}' and '{}' are both task '{}' (a task is named by its file stem): "
                                "rename one", it->second, tasks[i], name));
   }
+}
+
+// eval.trigger_tokens: token ids of the model's vocabulary.
+void check_trigger_tokens(const std::vector<int64_t>& ids, int64_t vocab_size) {
+  for (size_t i = 0; i < ids.size(); ++i)
+    require(ids[i] >= 0 && ids[i] < vocab_size,
+            fmt::format("eval.trigger_tokens[{}]: token {} is outside the vocabulary [0, {}) of model.vocab_size", i,
+                        ids[i], vocab_size));
 }
 
 // What a config can know before a run about backends and local layers (docs/windows.md, "Backends").
@@ -335,6 +356,7 @@ void validate(const RunConfig& c) {
   require(c.train.threads <= kMaxThreads, fmt::format("train.threads: must be at most {}", kMaxThreads));
   require(c.eval.every > 0, "eval.every: must be positive");
   check_task_names(c.eval.tasks);
+  check_trigger_tokens(c.eval.trigger_tokens, c.model.vocab_size);
   require(c.checkpoint.every > 0, "checkpoint.every: must be positive");
   require(c.checkpoint.keep_last > 0, "checkpoint.keep_last: must be at least 1");
   require(c.checkpoint.log_spaced_until >= 1, "checkpoint.log_spaced_until: must be at least 1");
@@ -365,6 +387,7 @@ nlohmann::json to_json(const RunConfig& cfg) {
   visit_fields(const_cast<RunConfig&>(cfg), writer);  // the writer only reads
   // Added after runs existed: an empty list is not written, so their config.yaml reads back byte for byte.
   if (cfg.eval.tasks.empty()) writer.root["eval"].erase("tasks");
+  if (cfg.eval.trigger_tokens.empty()) writer.root["eval"].erase("trigger_tokens");
   return writer.root;
 }
 
@@ -408,7 +431,9 @@ std::vector<std::string> differing_keys(const RunConfig& a, const RunConfig& b) 
 }
 
 bool is_observation_key(const std::string& key) {
-  return key.rfind("track.", 0) == 0 || key == "eval.tasks" || key.rfind("eval.tasks.", 0) == 0;
+  for (const char* list : {"eval.tasks", "eval.trigger_tokens"})
+    if (key == list || key.rfind(std::string(list) + ".", 0) == 0) return true;
+  return key.rfind("track.", 0) == 0;
 }
 
 std::string config_hash(const RunConfig& cfg) {
@@ -416,6 +441,7 @@ std::string config_hash(const RunConfig& cfg) {
   j.erase("out_dir");  // where a run lives is not what it computes
   j.erase("track");    // nor what it observes on the way (is_observation_key)
   j["eval"].erase("tasks");  // scoring tasks changes no weight either
+  j["eval"].erase("trigger_tokens");  // nor splitting the validation loss
   // Model options added after runs existed count only when set, so those runs keep their hash.
   const auto defaults = to_json(RunConfig{})["model"];
   for (const char* key : {"rotary_fraction", "rotary_base", "parallel_residual", "untied_head", "gelu"})

@@ -45,11 +45,21 @@ BatchSampler::BatchSampler(std::shared_ptr<const ShardSet> train, BatchSamplerOp
     throw DataError(fmt::format("{}: {} train tokens, fewer than one window of seq_len + 1 = {}",
                                 train_->pattern(), train_->num_tokens(), options_.seq_len + 1));
   }
+  if (!options_.document_separator) return;
+  aligned_ = document_windows(*train_, *options_.document_separator, options_.seq_len, train_->num_tokens());
+  num_windows_ = static_cast<int64_t>(aligned_.starts.size());
+  if (num_windows_ == 0) {
+    throw DataError(fmt::format("{}: no window of seq_len + 1 = {} tokens starts at a document separator "
+                                "(token {}) of the {} train tokens (data.sampling: document)",
+                                train_->pattern(), options_.seq_len + 1, *options_.document_separator,
+                                train_->num_tokens()));
+  }
 }
 
 int64_t BatchSampler::window_offset(int64_t step, int64_t index) const {
   const uint64_t key = mix(mix(splitmix64(options_.seed ^ kDomain), step), index);
-  return uniform_below(key, num_windows_);
+  const int64_t pick = uniform_below(key, num_windows_);
+  return options_.document_separator ? aligned_.starts[static_cast<size_t>(pick)] : pick;
 }
 
 Batch BatchSampler::batch(int64_t step, int64_t first) const {
@@ -61,16 +71,32 @@ Batch BatchSampler::batch(int64_t step, int64_t first) const {
   return windows_to_batch(*train_, starts, options_.seq_len);
 }
 
-ValidationSet::ValidationSet(std::shared_ptr<const ShardSet> val, int64_t seq_len, int64_t max_tokens)
+ValidationSet::ValidationSet(std::shared_ptr<const ShardSet> val, int64_t seq_len, int64_t max_tokens,
+                             std::optional<int64_t> document_separator)
     : val_(std::move(val)), seq_len_(seq_len) {
   if (seq_len <= 0) throw std::invalid_argument(fmt::format("seq_len {} must be positive", seq_len));
   const int64_t n = val_->num_tokens();
   const int64_t used = max_tokens <= 0 ? n : std::min(max_tokens, n);
+  if (document_separator) {
+    aligned_ = document_windows(*val_, *document_separator, seq_len, used);
+    aligned_.starts.shrink_to_fit();
+    num_sequences_ = static_cast<int64_t>(aligned_.starts.size());
+    if (num_sequences_ == 0) {
+      throw DataError(fmt::format("{}: no validation sequence of seq_len + 1 = {} tokens starts at a document "
+                                  "separator (token {}) in the first {} tokens (of {} available; data.sampling: "
+                                  "document)", val_->pattern(), seq_len + 1, *document_separator, used, n));
+    }
+    return;
+  }
   num_sequences_ = used > 0 ? (used - 1) / seq_len : 0;
   if (num_sequences_ == 0) {
     throw DataError(fmt::format("{}: {} validation tokens (of {} available), fewer than one sequence "
                                 "of seq_len + 1 = {}", val_->pattern(), used, n, seq_len + 1));
   }
+}
+
+int64_t ValidationSet::start_of(int64_t sequence) const {
+  return aligned_.starts.empty() ? sequence * seq_len_ : aligned_.starts[static_cast<size_t>(sequence)];
 }
 
 Batch ValidationSet::sequences(int64_t first, int64_t count) const {
@@ -79,7 +105,7 @@ Batch ValidationSet::sequences(int64_t first, int64_t count) const {
                                         first + count, num_sequences_));
   }
   std::vector<int64_t> starts(count);
-  for (int64_t i = 0; i < count; ++i) starts[i] = (first + i) * seq_len_;
+  for (int64_t i = 0; i < count; ++i) starts[i] = start_of(first + i);
   return windows_to_batch(*val_, starts, seq_len_);
 }
 
@@ -98,16 +124,22 @@ Batch ValidationSet::batch(int64_t index, int64_t batch_size) const {
 
 uint64_t ValidationSet::fingerprint() const {
   constexpr int64_t kChunk = 1 << 20;  // bounded memory for a large val set
-  const int64_t n = num_targets() + 1;  // tokens 0..nT
-  std::vector<int64_t> tokens;
   uint64_t h = seed_mix::kFnv1aOffset;  // FNV-1a over the ids as little-endian uint16
-  for (int64_t start = 0; start < n; start += kChunk) {
-    tokens.resize(std::min(kChunk, n - start));
-    val_->read(start, static_cast<int64_t>(tokens.size()), tokens.data());
-    for (int64_t t : tokens) {
-      h = seed_mix::fnv1a_byte(h, static_cast<uint64_t>(t & 0xff));
-      h = seed_mix::fnv1a_byte(h, static_cast<uint64_t>(t >> 8));
+  std::vector<int64_t> tokens;
+  auto hash_range = [&](int64_t begin, int64_t n) {
+    for (int64_t start = begin; start < begin + n; start += kChunk) {
+      tokens.resize(std::min(kChunk, begin + n - start));
+      val_->read(start, static_cast<int64_t>(tokens.size()), tokens.data());
+      for (int64_t t : tokens) {
+        h = seed_mix::fnv1a_byte(h, static_cast<uint64_t>(t & 0xff));
+        h = seed_mix::fnv1a_byte(h, static_cast<uint64_t>(t >> 8));
+      }
     }
+  };
+  if (aligned_.starts.empty()) {
+    hash_range(0, num_targets() + 1);  // tokens 0..nT
+  } else {
+    for (int64_t start : aligned_.starts) hash_range(start, seq_len_ + 1);  // each window in turn
   }
   return h;
 }

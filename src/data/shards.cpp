@@ -258,6 +258,7 @@ TrainValData open_train_val(const std::string& train_pattern, const std::string&
       if (dirs.insert(info.dir).second) infos.push_back(info);
   const auto both = combine(infos, fmt::format("train ({}) and val ({})", train_pattern, val_pattern));
   data.notes = notes_for(infos, both, model_vocab_size);
+  data.tokenizer = both;
   data.train = std::move(train);
   data.val = std::move(val);
   return data;

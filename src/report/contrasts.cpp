@@ -38,6 +38,13 @@ PairedQuantity final_loss_quantity() {
           }};
 }
 
+PairedQuantity domain_loss_quantity(bool trigger) {
+  auto quantity = final_loss_quantity();
+  quantity.name = trigger ? "val_loss_trigger" : "val_loss_other";
+  quantity.value = [trigger](const RunRecord& r) { return r.final_domain_loss(trigger); };
+  return quantity;
+}
+
 PairedQuantity task_error_quantity(const std::string& task, bool norm) {
   const auto find = [task](const RunRecord& r) -> const TaskAccuracy* {
     const auto it = r.final_tasks().find(task);

@@ -104,10 +104,10 @@ std::string error_definition(const Contrast& c) {
   return text;
 }
 
-// `title`'s table of `differences` (the group's, or one task metric's: then `paper` is off and each
-// definition reads E(...) for the error rate).
+// `title`'s table of `differences` (the group's, or with `task` one task metric's or loss domain's:
+// then `paper` and the noise floor are off, and with `error_rate` each definition reads E(...)).
 void difference_table(std::ostream& out, const SweepReport& r, const GroupReport& g, const std::string& title,
-                      const std::vector<DifferenceResult>& differences, bool task = false) {
+                      const std::vector<DifferenceResult>& differences, bool task = false, bool error_rate = true) {
   const bool paper = r.compare_paper && !task;
   const bool floor = g.noise_floor.has_value() && !task;  // the floor is the final loss's, not a task's
   out << "### " << title << "\n\n"
@@ -122,7 +122,7 @@ void difference_table(std::ostream& out, const SweepReport& r, const GroupReport
     const auto& s = d.stats;
     const auto test = rf::test_cells(d);
     auto measured = [&](const std::string& c) { return s.n ? c : "-"; };  // no pairs: nothing measured
-    std::vector<std::string> cells = {task ? error_definition(d.contrast) : d.contrast.definition,
+    std::vector<std::string> cells = {task && error_rate ? error_definition(d.contrast) : d.contrast.definition,
                                       s.n ? rf::diff(s.mean) : "no pairs: " + reasons(d)};
     for (const auto& c : {rf::sd(s), test.interval, test.p, test.p_holm, test.p_sign_flip, test.p_wilcoxon,
                           rf::same_sign(s)})
@@ -157,6 +157,20 @@ void task_tables(std::ostream& out, const SweepReport& r, const GroupReport& g) 
                      "Task " + t.task + ": paired differences of the error rate E = 1 - " + t.metric +
                          " (positive: the arm subtracted is better)",
                      t.differences, true);
+  }
+}
+
+// The validation loss's domains (eval.trigger_tokens): the arms' loss, then the contrasts over it.
+void domain_tables(std::ostream& out, const SweepReport& r, const GroupReport& g) {
+  for (const auto& d : g.domains) {
+    out << "### " << d.domain << " at the last step (nats/token)\n\n| arm | mean | sd | n | seeds |\n"
+        << "|---|---:|---:|---:|---|\n";
+    for (const auto& a : d.arms)
+      out << "| " << a.arm << " | " << (a.stats.n ? rf::loss(a.stats.mean) : "not measured") << " | "
+          << (a.stats.n ? rf::sd(a.stats) : "-") << " | " << a.stats.n << " | " << rf::seed_list(a.seeds) << " |\n";
+    out << "\n";
+    difference_table(out, r, g, d.domain + ": paired differences (nats; positive: the arm subtracted is better)",
+                     d.differences, true, false);
   }
 }
 
@@ -256,6 +270,7 @@ std::string report_markdown(const SweepReport& r) {
     arm_table(out, r, g);
     difference_table(out, r, g, "Paired differences (nats; positive: the arm subtracted is better)", g.differences);
     task_tables(out, r, g);
+    domain_tables(out, r, g);
     if (std::find(variants.begin(), variants.end(), g.variant) == variants.end()) variants.push_back(g.variant);
   }
   for (const auto& v : variants) paper_layout_table(out, r, v);

@@ -69,6 +69,23 @@ std::vector<TaskReport> task_reports(const std::vector<const RunRecord*>& runs, 
   return out;
 }
 
+// The trigger / other domains of the validation loss (eval.trigger_tokens), where a finished run has them.
+std::vector<DomainReport> domain_reports(const std::vector<const RunRecord*>& runs, const std::vector<std::string>& arms) {
+  std::vector<DomainReport> out;
+  for (const bool trigger : {true, false}) {
+    const auto quantity = domain_loss_quantity(trigger);
+    const bool any = std::any_of(runs.begin(), runs.end(),
+                                 [&](const RunRecord* r) { return r->finished() && quantity.value(*r).has_value(); });
+    if (!any) continue;
+    DomainReport d{quantity.name, {}, {}};
+    for (const auto& arm : arms) d.arms.push_back(arm_values(arm, runs, quantity.value));
+    for (const auto& contrast : spec_contrasts()) d.differences.push_back(pair_contrast(contrast, runs, quantity));
+    adjust_family(d.differences);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
 std::optional<std::string> best_arm(const std::vector<ArmResult>& arms) {
   std::optional<std::string> best;
   double lowest = std::numeric_limits<double>::infinity();
@@ -111,6 +128,7 @@ GroupReport group_report(const SweepReport& report, const std::string& tier, con
   group.best_arm = best_arm(group.arms);
   add_noise_floor(report, group, runs);
   group.tasks = task_reports(runs, arm_order);
+  group.domains = domain_reports(runs, arm_order);
   return group;
 }
 

@@ -129,6 +129,24 @@ nlohmann::json tasks_json(const GroupReport& g) {
   return out;
 }
 
+// A group's loss domains (eval.trigger_tokens): the arms' loss and the paired differences.
+nlohmann::json domains_json(const GroupReport& g) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& dom : g.domains) {
+    nlohmann::json arms = nlohmann::json::array(), diffs = nlohmann::json::array(), holm = nlohmann::json::array();
+    for (const auto& a : dom.arms) arms.push_back({{"arm", a.arm}, {"stats", stats_json(a.stats)}, {"seeds", seed_values(a.seeds)}});
+    for (const auto& d : dom.differences) {
+      if (!report_format::in_sweep(g, d)) continue;  // listed once, under the group's not_in_sweep
+      auto j = difference_json(d);
+      j.erase("paper");
+      diffs.push_back(std::move(j));
+      if (d.p_holm) holm.push_back(d.contrast.id);
+    }
+    out.push_back({{"domain", dom.domain}, {"arms", arms}, {"differences", diffs}, {"holm_family", holm}});
+  }
+  return out;
+}
+
 nlohmann::json group_json(const GroupReport& g) {
   nlohmann::json arms = nlohmann::json::array(), diffs = nlohmann::json::array(), runs = nlohmann::json::array();
   nlohmann::json absent = nlohmann::json::array();  // differences whose arms the group never ran
@@ -157,6 +175,7 @@ nlohmann::json group_json(const GroupReport& g) {
                       {"runs", runs}};  // indices into the top-level "runs"
   if (g.noise_floor) j["noise_floor"] = noise_floor_json(*g.noise_floor);  // only where the sweep has null pairs
   if (!g.tasks.empty()) j["tasks"] = tasks_json(g);  // runs without tasks: the report of before
+  if (!g.domains.empty()) j["domains"] = domains_json(g);  // likewise without eval.trigger_tokens
   return j;
 }
 

@@ -2,6 +2,7 @@
 // should exist, so a run that never started is still reported; without one, run directories are
 // found by their config.yaml.
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <stdexcept>
@@ -97,6 +98,12 @@ double RunRecord::final_val_loss() const { return state.final_record.value().fin
 int64_t RunRecord::val_tokens() const { return state.final_record.value().val_tokens; }
 uint64_t RunRecord::val_fingerprint() const { return state.final_record.value().val_fingerprint; }
 const TaskAccuracies& RunRecord::final_tasks() const { return state.final_record.value().tasks; }
+std::optional<double> RunRecord::final_domain_loss(bool trigger) const {
+  const auto& f = state.final_record.value();
+  const auto& value = trigger ? f.val_loss_trigger : f.val_loss_other;
+  if (!value || std::isnan(*value)) return std::nullopt;  // NaN: the domain had no target
+  return value;
+}
 
 std::vector<RunRecord> collect_runs(const fs::path& sweep_dir) {
   if (!fs::is_directory(sweep_dir)) throw std::runtime_error(sweep_dir.string() + ": no such sweep directory");

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -41,6 +42,12 @@ class Reader {
     if (it != j_.end() && it->is_null()) return std::numeric_limits<double>::infinity();
     return get<double>(key);
   }
+  // An optional domain loss: absent (none), null (NaN: no target in it) or a number >= 0.
+  std::optional<double> domain_loss(const char* key) const {
+    if (!has(key)) return std::nullopt;
+    if (j_.at(key).is_null()) return std::numeric_limits<double>::quiet_NaN();
+    return at_least<double>(key, 0.0);
+  }
   Reader section(const char* key) const { return Reader(get<nlohmann::json>(key), origin_, detail::json_path(path_, key)); }
   bool has(const char* key) const { return j_.contains(key); }
 
@@ -76,6 +83,8 @@ nlohmann::json to_json(const FinalRecord& r) {
   if (r.parent) j["parent"] = to_json(*r.parent);
   if (r.attention_self_check) j["attention_self_check"] = to_json(*r.attention_self_check);
   if (!r.tasks.empty()) j["tasks"] = to_json(r.tasks);
+  for (const auto& [key, value] : {std::pair{"val_loss_trigger", r.val_loss_trigger}, std::pair{"val_loss_other", r.val_loss_other}})
+    if (value) j[key] = std::isnan(*value) ? nlohmann::json() : nlohmann::json(*value);  // null: no such target
   return j;
 }
 
@@ -117,6 +126,8 @@ FinalRecord final_record_from_json(const nlohmann::json& j, const std::filesyste
       throw FileError(origin, e.what());
     }
   }
+  r.val_loss_trigger = in.domain_loss("val_loss_trigger");
+  r.val_loss_other = in.domain_loss("val_loss_other");
   if (in.has("tasks")) {
     try {
       r.tasks = task_accuracies_from_json(j.at("tasks"), "tasks");

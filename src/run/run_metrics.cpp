@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <thread>
@@ -89,6 +90,9 @@ void take_line(const std::string& line, MetricsHistory& h) {
   // any other type: a record of a later build, no step record
 }
 
+// A domain's loss: null for NaN (a domain without targets; JSON has no NaN).
+nlohmann::json finite_or_null(double x) { return std::isnan(x) ? nlohmann::json() : nlohmann::json(x); }
+
 nlohmann::json optional_number(const std::optional<double>& x) { return x ? nlohmann::json(*x) : nlohmann::json(); }
 
 // The step a line of metrics.jsonl records (0 when it names none); throws std::invalid_argument
@@ -143,6 +147,8 @@ nlohmann::json to_json(const StepRecord& r) {
                       {"grad_norm", r.grad_norm}, {"tokens_per_s", r.tokens_per_s}, {"elapsed_s", r.elapsed_s}};
   if (r.mfu) j["mfu"] = *r.mfu;
   if (!r.tasks.empty()) j["tasks"] = to_json(r.tasks);
+  if (r.val_loss_trigger) j["val_loss_trigger"] = finite_or_null(*r.val_loss_trigger);
+  if (r.val_loss_other) j["val_loss_other"] = finite_or_null(*r.val_loss_other);
   return j;
 }
 

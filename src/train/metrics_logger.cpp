@@ -43,13 +43,23 @@ void MetricsLogger::log(const ActivationRecord& record) {
   if (log_) log_->append(record);
 }
 
+namespace {
+
+// " (trigger 0.1234, other 2.3456)" on an evaluated step of a run with eval.trigger_tokens.
+std::string domains_text(const StepRecord& r) {
+  if (!r.val_loss_trigger || !r.val_loss_other) return "";
+  return fmt::format(" (trigger {:.4f}, other {:.4f})", *r.val_loss_trigger, *r.val_loss_other);
+}
+
+}  // namespace
+
 void MetricsLogger::step_done(const StepRecord& r, int64_t total_steps, bool last) {
   const auto now = Clock::now();
   eta_.record(std::chrono::duration<double>(now - last_done_).count());  // with the last checkpoint
   last_done_ = now;
   if (should_print(r, last)) {
     spdlog::info("step {:>6}/{} | loss {:.4f}{} | lr {:.2e} | {:.0f} tok/s{} | ETA {}", r.step, total_steps,
-                 r.train_loss, r.val_loss ? fmt::format(" | val {:.4f}", *r.val_loss) : "", r.lr, r.tokens_per_s,
+                 r.train_loss, r.val_loss ? fmt::format(" | val {:.4f}{}", *r.val_loss, domains_text(r)) : "", r.lr, r.tokens_per_s,
                  r.mfu ? fmt::format(" | MFU {:.1f}%", 100 * *r.mfu) : "",
                  format_duration(eta_.remaining_seconds(total_steps - r.step)));
   }

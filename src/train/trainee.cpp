@@ -12,6 +12,7 @@
 #include "attnlab/attention_self_check.h"
 #include "attnlab/cpu_memory.h"
 #include "attnlab/device.h"
+#include "attnlab/document_windows.h"
 #include "attnlab/fused_adamw.h"
 #include "attnlab/grad_clip.h"
 #include "attnlab/init.h"
@@ -51,14 +52,29 @@ double flops_per_token(const RunConfig& cfg) {
          12.0 * double(cfg.model.n_layer * cfg.model.d_model * cfg.train.seq_len);
 }
 
+// The document separator of a data.sampling: document run (document_windows.h), else none.
+std::optional<int64_t> window_separator(const RunConfig& cfg, const TrainValData& data) {
+  if (cfg.data.sampling != WindowSampling::document) return std::nullopt;
+  return document_separator(data.tokenizer, cfg.model.vocab_size, cfg.data.train);
+}
+
+void say_aligned_windows(const BatchSampler& sampler, const ValidationSet& val, int64_t separator) {
+  const int64_t starts = sampler.num_windows(), at_doc = sampler.num_document_starts();
+  spdlog::info("data: document-aligned windows (separator {}): train {} starts, {} at a document start and {} "
+               "continuations; val {} sequences, {} at a document start",
+               separator, starts, at_doc, starts - at_doc, val.num_sequences(), val.num_document_starts());
+}
+
 void open_data(Trainee& t, const RunConfig& cfg) {
   auto data = open_train_val(cfg.data.train, cfg.data.val, cfg.model.vocab_size);
   for (const auto& note : data.notes) spdlog::info("data: {}", note);
   spdlog::info("data: train {} tokens ({}), val {} tokens ({})", data.train->num_tokens(), cfg.data.train,
                data.val->num_tokens(), cfg.data.val);
+  const auto separator = window_separator(cfg, data);
   t.sampler = std::make_unique<BatchSampler>(
-      data.train, BatchSamplerOptions{cfg.train.batch_size, cfg.train.seq_len, cfg.effective_data_seed()});
-  t.val = std::make_shared<const ValidationSet>(data.val, cfg.train.seq_len, cfg.data.val_tokens);
+      data.train, BatchSamplerOptions{cfg.train.batch_size, cfg.train.seq_len, cfg.effective_data_seed(), separator});
+  t.val = std::make_shared<const ValidationSet>(data.val, cfg.train.seq_len, cfg.data.val_tokens, separator);
+  if (separator && t.dp.is_main()) say_aligned_windows(*t.sampler, *t.val, *separator);
 }
 
 void build_model(Trainee& t, const RunConfig& cfg) {

@@ -151,6 +151,7 @@ FinalRecord final_record(const RunConfig& cfg, const Trainee& t, const Run& r, c
   f.parent = r.state.trainer.parent;
   f.attention_self_check = t.self_check;
   f.tasks = c.evaluator.last_tasks();  // of the last step's evaluation (or finish()'s own)
+  if (const auto& d = c.evaluator.last_domains()) f.val_loss_trigger = d->trigger, f.val_loss_other = d->other;
   return f;
 }
 
@@ -193,6 +194,7 @@ TrainResult train(const RunConfig& cfg, const TrainOptions& options) {
     if (evaluator.should_evaluate(r.state.step, last)) {
       record.val_loss = evaluate(evaluator, t, r);
       record.tasks = evaluator.last_tasks();
+      if (const auto& d = evaluator.last_domains()) record.val_loss_trigger = d->trigger, record.val_loss_other = d->other;
     }
     logger.log(record);
     if (tracker.should_track(r.state.step, last)) logger.log(tracker.track(*t.model, r.state.step));

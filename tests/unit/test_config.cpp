@@ -496,3 +496,69 @@ TEST_F(ConfigTest, WindowKeysAreCheckedAndNormalised) {
 
 }  // namespace
 }  // namespace attnlab
+
+namespace attnlab {
+namespace {
+
+// data.sampling (docs/data.md, "Document-aligned windows"): unset and `random` are today's sampling,
+// one spelling with no key, so configs keep their bytes and hash; `document` is written, hashed and
+// may not change on resume; anything else is refused naming the key and the names.
+TEST_F(ConfigTest, DataSamplingIsAnOptionalNameInTheHashWhenSet) {
+  const auto plain = load_run_config(dir_ / "run.yaml");
+  EXPECT_FALSE(plain.data.sampling.has_value());
+  EXPECT_EQ(config_hash(plain), "d78697878743a01f") << "a config without data.sampling keeps its hash";
+  EXPECT_EQ(to_yaml(plain).find("sampling"), std::string::npos);
+  const auto random = load_run_config(dir_ / "run.yaml", {"data.sampling=random"});
+  EXPECT_FALSE(random.data.sampling.has_value()) << "random is the default: no key";
+  EXPECT_EQ(to_yaml(random), to_yaml(plain));
+  EXPECT_EQ(config_hash(random), config_hash(plain));
+
+  const auto doc = load_run_config(dir_ / "run.yaml", {"data.sampling=document"});
+  ASSERT_TRUE(doc.data.sampling.has_value());
+  EXPECT_EQ(*doc.data.sampling, WindowSampling::document);
+  EXPECT_EQ(to_json(doc)["data"]["sampling"], "document");
+  EXPECT_NE(config_hash(doc), config_hash(plain));
+  const auto reread = load_run_config(write("doc.yaml", to_yaml(doc)));
+  EXPECT_EQ(to_yaml(reread), to_yaml(doc));
+  EXPECT_EQ(config_hash(reread), config_hash(doc));
+  EXPECT_EQ(differing_keys(plain, doc), (std::vector<std::string>{"data.sampling"}));
+  EXPECT_FALSE(is_observation_key("data.sampling"));
+  EXPECT_FALSE(load_run_config(write("unset.yaml", to_yaml(doc)), {"data.sampling=null"}).data.sampling);
+
+  EXPECT_EQ(error_of("run.yaml", {"data.sampling=doc"}), "data.sampling: 'doc' is not one of random, document");
+  EXPECT_EQ(error_of("run.yaml", {"data.sampling=[document]"}).rfind("data.sampling: expected a string", 0), 0u);
+  auto cast = doc;
+  cast.data.sampling = static_cast<WindowSampling>(9);  // a config built in code
+  try {
+    validate(cast);
+    ADD_FAILURE() << "validated";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "data.sampling: 9 is not one of random, document");
+  }
+}
+
+// eval.trigger_tokens: an observation list (outside the hash, free on resume), not written when
+// empty, each id inside model.vocab_size (100 here).
+TEST_F(ConfigTest, TriggerTokensAreAnObservationListOfIdsInTheVocabulary) {
+  const auto plain = load_run_config(dir_ / "run.yaml");
+  EXPECT_FALSE(to_json(plain)["eval"].contains("trigger_tokens"));
+  EXPECT_EQ(to_yaml(plain).find("trigger"), std::string::npos);
+  const auto split = load_run_config(dir_ / "run.yaml", {"eval.trigger_tokens=[0, 1, 99]"});
+  EXPECT_EQ(split.eval.trigger_tokens, (std::vector<int64_t>{0, 1, 99}));
+  EXPECT_EQ(config_hash(split), config_hash(plain));
+  EXPECT_EQ(to_yaml(load_run_config(write("split.yaml", to_yaml(split)))), to_yaml(split));
+  EXPECT_EQ(differing_keys(plain, split),
+            (std::vector<std::string>{"eval.trigger_tokens.0", "eval.trigger_tokens.1", "eval.trigger_tokens.2"}));
+  for (const auto& key : differing_keys(plain, split)) EXPECT_TRUE(is_observation_key(key)) << key;
+  EXPECT_TRUE(is_observation_key("eval.trigger_tokens"));
+  EXPECT_FALSE(is_observation_key("eval.trigger_tokensx"));
+  EXPECT_EQ(error_of("run.yaml", {"eval.trigger_tokens=[0, 100]"}),
+            "eval.trigger_tokens[1]: token 100 is outside the vocabulary [0, 100) of model.vocab_size");
+  EXPECT_EQ(error_of("run.yaml", {"eval.trigger_tokens=[-1]"}),
+            "eval.trigger_tokens[0]: token -1 is outside the vocabulary [0, 100) of model.vocab_size");
+  EXPECT_EQ(error_of("run.yaml", {"eval.trigger_tokens=3"}).rfind("eval.trigger_tokens: expected a list of integers", 0), 0u);
+  EXPECT_EQ(error_of("run.yaml", {"eval.trigger_tokens=[a]"}), "eval.trigger_tokens[0]: expected an integer, got 'a'");
+}
+
+}  // namespace
+}  // namespace attnlab

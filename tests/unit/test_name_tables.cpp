@@ -60,6 +60,8 @@ TEST(NameTables, EveryNameParsesAndPrintsBack) {
   expect_names<DeviceChoice>({{DeviceChoice::automatic, "auto"}, {DeviceChoice::cpu, "cpu"}, {DeviceChoice::cuda, "cuda"}},
                              "device");
   expect_names<Precision>({{Precision::bf16, "bf16"}, {Precision::fp32, "fp32"}}, "precision");
+  expect_names<WindowSampling>({{WindowSampling::random, "random"}, {WindowSampling::document, "document"}},
+                               "window sampling");
   expect_names<GeluKind>({{GeluKind::tanh, "tanh"}, {GeluKind::erf, "erf"}}, "GELU");
   expect_names<SinkKind>({{SinkKind::none, "none"}, {SinkKind::fixed_zero, "fixed_zero"}, {SinkKind::learned, "learned"}},
                          "sink term");

@@ -555,6 +555,57 @@ TEST_F(ReportTest, TaskAccuraciesArePairedOverTheErrorRateWithTheSameStatistics)
   EXPECT_NE(csv.at("task_accuracy.csv").find("t1,,copa,acc_norm,sink_logit,3,"), std::string::npos);
 }
 
+// eval.trigger_tokens (docs/data.md): val_loss_trigger and val_loss_other are paired like the
+// final loss, on the same validation data; a run without them is skipped saying so, a domain
+// without targets (null) is not measured; sweeps without them report what they did.
+TEST_F(ReportTest, TriggerAndOtherLossesArePairedLikeTheFinalLoss) {
+  const auto before = build_report(dir(), false);
+  EXPECT_TRUE(group(before, "t1").domains.empty());
+  EXPECT_EQ(report_markdown(before).find("val_loss_trigger"), std::string::npos);
+  EXPECT_FALSE(report_json(before)["groups"][0].contains("domains"));
+  auto add_split = [&](const std::string& arm, uint64_t seed, nlohmann::json trigger, double other) {
+    const auto path = dir() / name("t1", arm, seed) / "final.json";
+    auto j = nlohmann::json::parse(std::ifstream(path));
+    j["val_loss_trigger"] = trigger, j["val_loss_other"] = other;
+    std::ofstream(path) << j.dump(2);
+  };
+  // trigger: baseline 0.50 0.40 0.45, sink_logit 0.30 0.35 0.20 -> zero option 0.20 0.05 0.25
+  // other:   baseline 2.50 2.60 2.55, sink_logit 2.48 2.59 2.56 -> zero option 0.02 0.01 -0.01
+  const double bt[] = {0.50, 0.40, 0.45}, st[] = {0.30, 0.35, 0.20}, bo[] = {2.50, 2.60, 2.55}, so[] = {2.48, 2.59, 2.56};
+  for (uint64_t s = 1; s <= 3; ++s) {
+    add_split("baseline", s, bt[s - 1], bo[s - 1]);
+    add_split("sink_logit", s, st[s - 1], so[s - 1]);
+  }
+  add_split("combo2", 1, nullptr, 2.4);  // no trigger target: not measured
+  const auto report = build_report(dir(), false);
+  const auto& g = group(report, "t1");
+  ASSERT_EQ(g.domains.size(), 2u);
+  EXPECT_EQ(g.domains[0].domain, "val_loss_trigger");
+  EXPECT_EQ(g.domains[1].domain, "val_loss_other");
+  auto domain_diff = [](const DomainReport& d, const std::string& id) -> const DifferenceResult& {
+    for (const auto& x : d.differences)
+      if (x.contrast.id == id) return x;
+    throw std::runtime_error("no difference " + id);
+  };
+  expect_stats(domain_diff(g.domains[0], "zero_option").stats, 3, 0.5 / 3, 0.10408329997330664, 3, "trigger zero_option");
+  expect_stats(domain_diff(g.domains[1], "zero_option").stats, 3, 0.02 / 3, 0.015275252316519419, 2, "other zero_option");
+  const auto& proj = domain_diff(g.domains[0], "filtering_proj");  // L(sink_logit) - L(combo2)
+  EXPECT_EQ(proj.stats.n, 0);
+  ASSERT_FALSE(proj.skipped.empty());
+  EXPECT_EQ(proj.skipped[0].reason, "no val_loss_trigger in final.json of combo2");
+  EXPECT_NEAR(domain_diff(g.domains[1], "filtering_proj").pairs.at(0).value, 2.48 - 2.4, 1e-12);
+  EXPECT_NEAR(g.domains[0].arms[0].stats.mean, 0.45, 1e-12);
+  expect_stats(diff(g, "zero_option").stats, 3, 0.04 / 3, 0.0057735026918962576, 3, "zero_option");  // as before
+  EXPECT_TRUE(group(report, "t2").domains.empty());
+  const auto md = report_markdown(report);
+  EXPECT_NE(md.find("### val_loss_trigger: paired differences"), std::string::npos) << md;
+  EXPECT_NE(md.find("| zero-option increment | L(baseline) - L(sink_logit) | +0.1667 |"), std::string::npos) << md;
+  const auto j = report_json(report);
+  ASSERT_TRUE(j["groups"][0].contains("domains"));
+  EXPECT_EQ(j["groups"][0]["domains"][1]["domain"], "val_loss_other");
+  EXPECT_EQ(j["groups"][0]["domains"][0]["differences"][0]["id"], "zero_option");
+}
+
 TEST_F(ReportTest, WithoutAManifestRunDirectoriesAreFoundAndUnstartedOnesCannotBe) {
   fs::remove(dir() / "manifest.json");
   const auto report = build_report(dir(), false);

@@ -138,6 +138,18 @@ TEST(ResumeRule, OnlyTheBudgetObservationAndPlaceMayChange) {
   EXPECT_EQ(resume_incompatible_keys(a, b), (std::vector<std::string>{"model.arm", "optim.lr"}));
 }
 
+// data.sampling changes every batch (and the validation set): a resume may not change it;
+// eval.trigger_tokens only splits what is measured, so it may.
+TEST(ResumeRule, DataSamplingIsFixedAndTriggerTokensAreFree) {
+  RunConfig a;
+  auto b = a;
+  b.eval.trigger_tokens = {0, 1};
+  EXPECT_TRUE(resume_incompatible_keys(a, b).empty());
+  b.data.sampling = WindowSampling::document;
+  EXPECT_EQ(resume_incompatible_keys(a, b), (std::vector<std::string>{"data.sampling"}));
+  EXPECT_EQ(resume_incompatible_keys(b, a), (std::vector<std::string>{"data.sampling"}));
+}
+
 RunConfig small_config(const std::string& data_dir) {
   RunConfig cfg;
   cfg.model.n_layer = 1, cfg.model.n_head = 2, cfg.model.d_model = 16, cfg.model.block_size = 8;

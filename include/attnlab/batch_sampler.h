@@ -108,6 +108,8 @@ class ValidationSet {
   int64_t num_targets() const { return num_sequences_ * seq_len_; }  ///< tokens the loss averages
   /// Sequences that start at a document separator (aligned windows; 0 for the consecutive cut).
   int64_t num_document_starts() const { return aligned_.at_document_start; }
+  /// The stream position of sequence `sequence`'s first token (0 <= sequence < num_sequences()).
+  int64_t start_of(int64_t sequence) const;
 
   /// Sequences [first, first + count) as x, y [count, seq_len]; throws std::out_of_range outside.
   Batch sequences(int64_t first, int64_t count) const;
@@ -121,8 +123,6 @@ class ValidationSet {
   uint64_t fingerprint() const;
 
  private:
-  int64_t start_of(int64_t sequence) const;  ///< the stream position of a sequence's first token
-
   std::shared_ptr<const ShardSet> val_;
   int64_t seq_len_ = 0;
   int64_t num_sequences_ = 0;

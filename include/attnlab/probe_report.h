@@ -12,6 +12,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "attnlab/paired_stats.h"
 #include "attnlab/probe_run.h"
 #include "attnlab/report.h"
 
@@ -64,7 +65,37 @@ nlohmann::json to_json(const ProbeReport& results);
 /// With `compare_paper`, the paper's 124m / 350m figures beside them, labelled as the paper's scale.
 std::string probe_tables_markdown(const ProbeReport& results, bool compare_paper);
 
-/// The report's files by name: probes.md (probe_tables_markdown) and probes.json (to_json).
+/// One paired probe difference (src/report/probe_pairs.cpp): m(arm) - m(baseline) of a model-level
+/// probe figure, over the seeds where both runs of a tier and variant were probed (SPEC section 3's
+/// pairing applied to section 4's measures; the figure's own unit: a share or a ratio).
+struct ProbePair {
+  std::string measure;  ///< a probe_measure_table() name, or kSinkStateMeasure
+  std::string arm;
+  SampleStats stats;
+  PairedTests tests;
+  std::optional<double> p_holm;  ///< Holm over the group's rows of the same measure (one family each)
+};
+
+/// A tier and variant's paired probe differences and, where it has null twins, each measure's
+/// floor: the sd of m(twin) - m(original) over every twin of the group (same arm and seed).
+struct ProbePairGroup {
+  std::string tier, variant;
+  std::vector<ProbePair> pairs;  ///< measure by measure (paired_probe_measures()' order), arms in the registry's
+  std::map<std::string, std::optional<double>> floors;  ///< empty without twins; none where fewer than 2 pair
+};
+
+/// "sink_state": the probe's massive-activation ratio at position 0 (ProbeResult::sink_state).
+extern const char* const kSinkStateMeasure;
+/// The measures that are paired, where the probe has them: first-key mass, sink rate, the value and
+/// residual figures, kurtosis, the massive-activation ratio.
+const std::vector<std::string>& paired_probe_measures();
+std::vector<ProbePairGroup> pair_probe_results(const ProbeReport& results);
+/// One table per group: mean, sd, 95% t interval, p, Holm, sign agreement and n per (measure, arm);
+/// with twins, the floor and mean / floor.
+std::string probe_pairs_markdown(const std::vector<ProbePairGroup>& groups);
+
+/// The report's files by name: probes.md (probe_tables_markdown, then probe_pairs_markdown) and
+/// probes.json (to_json).
 std::map<std::string, std::string> probe_report_files(const ProbeReport& results, bool compare_paper);
 
 }  // namespace attnlab

@@ -89,7 +89,8 @@ nlohmann::json to_json(const ProbeReport& results) {
 }
 
 std::map<std::string, std::string> probe_report_files(const ProbeReport& results, bool compare_paper) {
-  return {{"probes.md", probe_tables_markdown(results, compare_paper)}, {"probes.json", to_json(results).dump(1) + "\n"}};
+  const auto md = probe_tables_markdown(results, compare_paper) + probe_pairs_markdown(pair_probe_results(results));
+  return {{"probes.md", md}, {"probes.json", to_json(results).dump(1) + "\n"}};
 }
 
 }  // namespace attnlab

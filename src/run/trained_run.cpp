@@ -8,6 +8,7 @@
 
 #include "attnlab/attention_self_check.h"
 #include "attnlab/device.h"
+#include "attnlab/document_windows.h"
 #include "attnlab/model.h"
 #include "attnlab/run_dir.h"
 #include "attnlab/shards.h"
@@ -44,30 +45,6 @@ std::vector<Batch> split(const Batch& all, int64_t batch_size) {
   return out;
 }
 
-// The first N validation sequences (every whole one within `tokens` when that is set), or N windows
-// drawn with a seed; records which in the provenance.
-void choose_tokens(TrainedRun& run, std::shared_ptr<const ShardSet> val, const TokenChoice& choice, int64_t T) {
-  auto& p = run.provenance;
-  if (choice.seed) {
-    BatchSampler sampler(val, {choice.sequences, T, *choice.seed});
-    p.sequences = choice.sequences;
-    p.selection = "windows drawn by BatchSampler (seed " + std::to_string(*choice.seed) + ", step 0) over the val shards";
-    run.batches = split(sampler.batch(0, 0), choice.batch_size);
-    return;
-  }
-  const int64_t max_tokens = choice.tokens > 0 ? choice.tokens : choice.sequences * T + 1;
-  run.validation.emplace(val, T, max_tokens);
-  const int64_t available = run.validation->num_sequences();
-  if (choice.tokens <= 0 && available < choice.sequences)
-    throw std::invalid_argument(val->pattern() + " holds only " + std::to_string(available) + " sequences of " +
-                                std::to_string(T) + " tokens, fewer than the " + std::to_string(choice.sequences) +
-                                " asked for (--sequences, or --batches x --batch-size)");
-  p.sequences = choice.tokens > 0 ? available : choice.sequences;
-  p.selection = "the first N consecutive sequences of the val stream (ValidationSet)";
-  p.val_fingerprint = run.validation->fingerprint();
-  run.batches = split(run.validation->sequences(0, p.sequences), choice.batch_size);
-}
-
 // The tokenizer.json beside the shards `pattern` names: in its directory, read whether or not the
 // shards are here; a wildcard in the directory part is expanded (the shards must then be here).
 TokenizerInfo tokenizer_beside(const std::string& pattern) {
@@ -80,6 +57,53 @@ TokenizerInfo tokenizer_beside(const std::string& pattern) {
                  "tokenizer.json is read from it",
                  name, pattern);
   return read_tokenizer_info(name);
+}
+
+// A run trained on document-aligned windows (data.sampling: document) is judged on the same cut of
+// its validation stream, so analyses see BOS at position 0 as training did: the separator of the
+// shards `pattern` names (document_windows.h). None for any other run.
+std::optional<int64_t> aligned_separator(const TrainedRun& run, const std::string& pattern) {
+  if (!run.config || run.config->data.sampling != WindowSampling::document) return std::nullopt;
+  return document_separator(tokenizer_beside(pattern), run.model_config.vocab_size, pattern);
+}
+
+// The val tokens that hold the first N sequences (--tokens when given): N T + 1 for the consecutive cut;
+// up to the end of the N-th aligned window, which may start anywhere, for the aligned one.
+int64_t first_tokens(const std::shared_ptr<const ShardSet>& val, const TokenChoice& choice, int64_t T,
+                     std::optional<int64_t> separator) {
+  if (choice.tokens > 0) return choice.tokens;
+  if (!separator) return choice.sequences * T + 1;
+  const ValidationSet all(val, T, 0, separator);
+  if (all.num_sequences() < choice.sequences) return 0;  // the caller names the shortfall
+  return all.start_of(choice.sequences - 1) + T + 1;
+}
+
+// The first N validation sequences (every whole one within `tokens` when that is set), or N windows
+// drawn with a seed; records which in the provenance.
+void choose_tokens(TrainedRun& run, std::shared_ptr<const ShardSet> val, const TokenChoice& choice, int64_t T) {
+  auto& p = run.provenance;
+  const auto separator = aligned_separator(run, val->pattern());
+  const std::string aligned = separator ? " document-aligned (data.sampling: document, separator " +
+                                              std::to_string(*separator) + ")" : "";
+  if (choice.seed) {
+    BatchSampler sampler(val, {choice.sequences, T, *choice.seed, separator});
+    p.sequences = choice.sequences;
+    p.selection = "windows" + aligned + " drawn by BatchSampler (seed " + std::to_string(*choice.seed) +
+                  ", step 0) over the val shards";
+    run.batches = split(sampler.batch(0, 0), choice.batch_size);
+    return;
+  }
+  run.validation.emplace(val, T, first_tokens(val, choice, T, separator), separator);
+  const int64_t available = run.validation->num_sequences();
+  if (choice.tokens <= 0 && available < choice.sequences)
+    throw std::invalid_argument(val->pattern() + " holds only " + std::to_string(available) + aligned + " sequences of " +
+                                std::to_string(T) + " tokens, fewer than the " + std::to_string(choice.sequences) +
+                                " asked for (--sequences, or --batches x --batch-size)");
+  p.sequences = choice.tokens > 0 ? available : choice.sequences;
+  p.selection = separator ? "the first N" + aligned + " sequences of the val stream (ValidationSet)"
+                          : "the first N consecutive sequences of the val stream (ValidationSet)";
+  p.val_fingerprint = run.validation->fingerprint();
+  run.batches = split(run.validation->sequences(0, p.sequences), choice.batch_size);
 }
 
 TokenizerInfo gpt2_assumed(const std::string& dir) {

@@ -123,6 +123,11 @@ struct ParamState {
 /// check_groups): true for a momentum group, and each AdamW parameter's amsgrad.
 struct GroupKinds {
   std::unordered_map<std::string, bool> momentum, amsgrad;
+  /// False for a parameter in no group (its state, if any, is then left over and refused).
+  static bool is(const std::unordered_map<std::string, bool>& kind, const std::string& name) {
+    const auto it = kind.find(name);
+    return it != kind.end() && it->second;
+  }
 };
 
 GroupKinds group_kinds(const json& saved_groups, const torch::optim::Optimizer& opt) {
@@ -185,8 +190,9 @@ std::vector<ParamState> checked_states(const OptimizerTensors& saved, const GPTI
   std::vector<ParamState> states;
   for (const auto& item : model.named_parameters()) {
     const std::string& name = item.key();
-    auto s = kinds.momentum[name] ? saved_momentum(saved.tensors, name, item.value(), used, file)
-                                  : saved_adamw(saved.tensors, name, item.value(), kinds.amsgrad[name], used, file);
+    auto s = kinds.is(kinds.momentum, name) ? saved_momentum(saved.tensors, name, item.value(), used, file)
+                                            : saved_adamw(saved.tensors, name, item.value(),
+                                                          kinds.is(kinds.amsgrad, name), used, file);
     if (s) states.push_back(std::move(*s));
   }
   std::vector<std::string> unused;

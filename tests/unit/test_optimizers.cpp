@@ -42,7 +42,8 @@ at::Tensor plain_newton_schulz(at::Tensor g) {
 
 TEST(NewtonSchulz, MatchesThePlainLoopAndLandsInTheQuinticsBand) {
   torch::manual_seed(7);
-  for (const auto& shape : {std::vector<int64_t>{8, 16}, {16, 8}, {12, 12}}) {
+  const std::vector<std::vector<int64_t>> shapes = {{8, 16}, {16, 8}, {12, 12}};
+  for (const auto& shape : shapes) {
     const auto g = torch::randn(shape);
     const auto mine = newton_schulz(g);
     const auto plain = plain_newton_schulz(g);

@@ -5,8 +5,9 @@
 //
 //   <root>/step_000100/
 //     model.safetensors      weights, named as GPTImpl::named_parameters() ("wte.weight", ...)
-//     optimizer.safetensors  AdamW state per parameter: "exp_avg.<name>", "exp_avg_sq.<name>",
-//                            "step.<name>" (I64 scalar), "max_exp_avg_sq.<name>" (amsgrad only)
+//     optimizer.safetensors  the optimizer's state per parameter: AdamW's "exp_avg.<name>",
+//                            "exp_avg_sq.<name>", "step.<name>" (I64 scalar), "max_exp_avg_sq.<name>"
+//                            (amsgrad only); SGD's and Muon's matrices' "momentum_buffer.<name>"
 //     state.json             step, tokens, data position, losses, RNG states, resolved config,
 //                            the trainer's fields (trainer_state.h), git revision, format version,
 //                            SHA-256 of both tensor files
@@ -32,7 +33,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <torch/optim/adamw.h>
+#include <torch/optim/optimizer.h>
 
 #include "attnlab/checkpoint_error.h"
 #include "attnlab/model.h"
@@ -103,15 +104,16 @@ bool has_optimizer_state(const std::filesystem::path& dir);
 /// hidden temporaries are ignored). Empty when there are none or `root` does not exist.
 std::vector<CheckpointInfo> list_checkpoints(const std::filesystem::path& root);
 
-/// Writes checkpoint `state.step` of `model` and `opt` (the AdamW built on the model's parameter
-/// groups) atomically under `root` (created when missing), replacing an existing checkpoint of the
+/// Writes checkpoint `state.step` of `model` and `opt` (the trainer's optimizer on the model's
+/// parameter groups: FusedAdamW, torch::optim::SGD or Muon, whose groups hold AdamWOptions or
+/// SGDOptions, docs/checkpoints.md) atomically under `root` (created when missing), replacing an existing checkpoint of the
 /// same step, then applies `policy`.
 /// Returns the checkpoint directory. Throws FileError (CheckpointError among them) on I/O failure, when a weight or
 /// optimizer tensor holds NaN or infinity, or when `state` breaks a rule of state.json
 /// (docs/checkpoints.md: counts >= 0, tokens_seen >= step, losses >= 0, best_val_loss <= val_loss);
 /// nothing under a final name is then changed. std::invalid_argument for policy.keep_last < 1.
 std::filesystem::path save_checkpoint(const std::filesystem::path& root, const GPTImpl& model,
-                                      const torch::optim::AdamW& opt, const TrainState& state,
+                                      const torch::optim::Optimizer& opt, const TrainState& state,
                                       const RetentionPolicy& policy = {});
 
 /// The weights-only form of save_checkpoint (state.json and model.safetensors, no optimizer file), for
@@ -135,8 +137,11 @@ struct LoadedCheckpoint {
   ModelConfig model_config;  ///< builds a model these weights fit
   TensorMap weights;         ///< by parameter name, dtype and shape as saved
   TensorMap optimizer;       ///< "exp_avg.<name>", ...; empty when loaded without the optimizer
-  nlohmann::json optimizer_groups = nlohmann::json::array();  ///< per group: "params" (names),
-                                                              ///< "lr", "betas", "eps", "weight_decay", "amsgrad"
+  OptimizerName optimizer_name = OptimizerName::adamw;  ///< which optimizer wrote `optimizer`
+  nlohmann::json optimizer_groups = nlohmann::json::array();  ///< per group: "params" (names), "lr",
+                                                              ///< AdamW's "betas", "eps", "weight_decay", "amsgrad"
+                                                              ///< or a momentum group's "momentum", "dampening",
+                                                              ///< "nesterov", "weight_decay"
 };
 
 /// Reads and verifies the checkpoint in `ckpt_dir`: state.json against state.json.sha256, its
@@ -162,7 +167,7 @@ std::optional<LoadedCheckpoint> load_latest(const std::filesystem::path& root,
 /// config; the weights' names, shapes, dtypes (the parameters') and finiteness; the optimizer's
 /// groups and tensors (restore_optimizer); the RNG states (check_rng_states). Extra tensors are
 /// refused, naming the first few.
-void check_restorable(const LoadedCheckpoint& ckpt, const GPTImpl& model, const torch::optim::AdamW& opt);
+void check_restorable(const LoadedCheckpoint& ckpt, const GPTImpl& model, const torch::optim::Optimizer& opt);
 
 /// Copies the weights into `model`'s parameters in place (same tensors, so an optimizer built on
 /// them stays valid). Throws CheckpointError, changing nothing, when the model config differs from
@@ -170,18 +175,20 @@ void check_restorable(const LoadedCheckpoint& ckpt, const GPTImpl& model, const 
 /// dtype differs from its parameter's or it holds NaN or infinity.
 void restore_model(const LoadedCheckpoint& ckpt, GPTImpl& model);
 
-/// Recreates AdamW's per-parameter state (step, exp_avg, exp_avg_sq, max_exp_avg_sq) in `opt`,
-/// keyed as LibTorch keys it (the parameter's TensorImpl), on each parameter's device and dtype,
-/// and sets each group's learning rate (the schedule's position). Betas, eps and weight decay stay
-/// as `opt` was built, so a branch run may change them. Throws CheckpointError, changing nothing,
-/// when the checkpoint has no optimizer state, its parameter groups differ from `opt`'s, a tensor
+/// Recreates the optimizer's per-parameter state (AdamW's step, exp_avg, exp_avg_sq,
+/// max_exp_avg_sq; a momentum group's momentum_buffer) in `opt`, keyed as LibTorch keys it (the
+/// parameter's TensorImpl), on each parameter's device and dtype, and sets each group's learning
+/// rate (the schedule's position). Betas, eps, momentum and weight decay stay as `opt` was built, so
+/// a branch run may change them. Throws CheckpointError, changing nothing, when the checkpoint has
+/// no optimizer state, was written by another optimizer (naming both), its parameter groups differ
+/// from `opt`'s, a tensor
 /// is missing, left over, of another shape or dtype than its parameter, non-finite, or a second
 /// moment or step count is out of range (step >= 1, exp_avg_sq >= 0).
-void restore_optimizer(const LoadedCheckpoint& ckpt, const GPTImpl& model, torch::optim::AdamW& opt);
+void restore_optimizer(const LoadedCheckpoint& ckpt, const GPTImpl& model, torch::optim::Optimizer& opt);
 
 /// check_restorable, then restore_model + restore_optimizer + restore_rng_states: training then
 /// continues bit-identically. A refused checkpoint changes nothing.
-void restore(const LoadedCheckpoint& ckpt, GPTImpl& model, torch::optim::AdamW& opt);
+void restore(const LoadedCheckpoint& ckpt, GPTImpl& model, torch::optim::Optimizer& opt);
 
 /// A model rebuilt from a checkpoint for evaluation.
 struct LoadedModel {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <set>
 
-#include <torch/optim/adamw.h>
+#include <torch/optim/optimizer.h>
 
 #include "attnlab/checkpoint.h"
 #include "attnlab/run_config.h"
@@ -35,7 +35,7 @@ class Checkpointer {
   /// Saves `state` of `model` and `opt` into the run's checkpoints/ through `writer` and applies
   /// the policy (RunWriter::save_checkpoint); the time it takes counts towards seconds(). Throws as
   /// save_checkpoint does.
-  void save(const RunWriter& writer, const GPTImpl& model, const torch::optim::AdamW& opt, const TrainState& state);
+  void save(const RunWriter& writer, const GPTImpl& model, const torch::optim::Optimizer& opt, const TrainState& state);
 
   const RetentionPolicy& policy() const { return policy_; }
   /// Wall seconds spent in save() (final.json's time_s.checkpoint, with the metrics sync before it).

@@ -48,13 +48,38 @@ struct DataConfig {
   std::optional<WindowSampling> sampling;
 };
 
+/// The optimizer a run trains with (config key `optim.name`; docs/config.md, docs/design.md).
+enum class OptimizerName {
+  adamw,  ///< AdamW on every parameter (fused_adamw.h)
+  sgd,    ///< torch::optim::SGD with momentum on every parameter, coupled L2 decay on the decayed group
+  muon,   ///< Muon on the blocks' hidden matrices, AdamW on everything else (muon.h)
+};
+
+/// adamw | sgd | muon.
+template <> const NameTable<OptimizerName>& name_table<OptimizerName>();
+std::string to_string(OptimizerName name);
+
 struct OptimConfig {
-  double lr = 6e-4;            ///< peak learning rate
+  /// adamw | sgd | muon; unset = adamw, and unset keys are not written, so a config from before the
+  /// key existed keeps its config.yaml bytes and config hash. A resume may not change it.
+  std::optional<OptimizerName> name;
+  double lr = 6e-4;            ///< peak learning rate (Muon: of its AdamW part)
   double min_lr_ratio = 0.1;   ///< cosine decays to lr * min_lr_ratio (SPEC section 2: 10%)
   int64_t warmup_steps = 100;  ///< linear warm-up from lr / warmup_steps
   double weight_decay = 0.1;   ///< lambda, on the decayed group only (SPEC section 1)
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   double grad_clip = 1.0;      ///< global L2 norm; 0 disables
+  /// sgd and muon only (refused otherwise), each unset = its default: momentum mu in [0, 1) (sgd
+  /// 0.9, muon 0.95), Nesterov momentum (sgd false, muon true; needs mu > 0), and muon_lr > 0, the
+  /// peak learning rate of Muon's hidden matrices (0.02, Keller Jordan's reference).
+  std::optional<double> momentum;
+  std::optional<bool> nesterov;
+  std::optional<double> muon_lr;
+
+  OptimizerName optimizer() const { return name.value_or(OptimizerName::adamw); }
+  double effective_momentum() const { return momentum.value_or(optimizer() == OptimizerName::muon ? 0.95 : 0.9); }
+  bool effective_nesterov() const { return nesterov.value_or(optimizer() == OptimizerName::muon); }
+  double effective_muon_lr() const { return muon_lr.value_or(0.02); }
 };
 
 struct TrainConfig {
@@ -168,7 +193,7 @@ std::vector<std::string> config_warnings(const RunConfig& cfg);
 
 /// A lower bound on the memory a training step holds, in bytes (docs/config.md, "Sizes"):
 /// the parameters of count_params at 16 bytes each (fp32 weights, gradients and AdamW's two
-/// moments) and one micro-batch's logits at 2 bytes each (batch_size * seq_len * padded vocab;
+/// moments; 12 under sgd and muon, whose momentum buffer is one) and one micro-batch's logits at 2 bytes each (batch_size * seq_len * padded vocab;
 /// bf16 is the narrowest dtype they take). Activations and workspaces come on top.
 struct MemoryFloor {
   double weights = 0;

@@ -127,7 +127,7 @@ class RunWriter {
   /// metrics.jsonl opened for appending after `resume_step` (MetricsLog, its default retries).
   MetricsLog open_metrics(int64_t resume_step) const;
   /// save_checkpoint() into checkpoints/. Returns the checkpoint directory; throws as it does.
-  std::filesystem::path save_checkpoint(const GPTImpl& model, const torch::optim::AdamW& opt, const TrainState& state,
+  std::filesystem::path save_checkpoint(const GPTImpl& model, const torch::optim::Optimizer& opt, const TrainState& state,
                                         const RetentionPolicy& policy) const;
   /// save_weights_checkpoint() into checkpoints/ (import-hf: no optimizer state, every checkpoint kept).
   std::filesystem::path save_weights_checkpoint(const GPTImpl& model, const TrainState& state) const;

@@ -66,7 +66,8 @@ struct RetentionResult {
 /// groups (LoadedCheckpoint::optimizer / optimizer_groups); null, or loaded without the optimizer,
 /// gives G_pre = nullopt (never approximated). Throws std::invalid_argument for no batches, a layer
 /// outside [1, n_layer], top_k outside [0, d_model], a position outside the sequence, or optimizer
-/// state that holds a step but not both moments of a writer. A writer AdamW never stepped has no G_pre.
+/// state that holds a step but not both moments of a writer, and for optimizer state of sgd or muon
+/// (naming the optimizer: G_pre is AdamW's; docs/retention.md). A writer AdamW never stepped has no G_pre.
 RetentionResult writer_retention(GPTImpl& model, const std::vector<Batch>& batches,
                                  const LoadedCheckpoint* optimizer, const RetentionOptions& options);
 

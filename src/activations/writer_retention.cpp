@@ -101,6 +101,19 @@ Preconditioned preconditioned(const LoadedCheckpoint* ckpt, const std::string& n
   throw std::invalid_argument("the optimizer state has no parameter group holding '" + name + "'");
 }
 
+// G_pre is AdamW's per-element preconditioning of the update; the other optimizers have none a row
+// could be read from, so their checkpoints are refused rather than given a G_pre that means something else.
+void require_adamw(const LoadedCheckpoint* ckpt) {
+  if (ckpt == nullptr || ckpt->optimizer_groups.empty() || ckpt->optimizer_name == OptimizerName::adamw) return;
+  const bool sgd = ckpt->optimizer_name == OptimizerName::sgd;
+  throw std::invalid_argument(
+      "retention: " + ckpt->dir.string() + " was trained with optimizer " + to_string(ckpt->optimizer_name) +
+      " (optim.name); G and G_pre are defined for adamw checkpoints only: G_pre reads AdamW's moments, and " +
+      (sgd ? std::string("SGD has no preconditioner (its update is the momentum of g + lambda w)")
+           : std::string("Muon orthogonalises the momentum of each whole matrix (Newton-Schulz), so no writer row has "
+                         "a rate of its own")));
+}
+
 double retention_of(const at::Tensor& w, const at::Tensor& direction) {
   const double ww = (w * w).sum().item<double>();
   return ww > 0.0 ? -(w * direction).sum().item<double>() / ww : kNaN;
@@ -111,6 +124,7 @@ double retention_of(const at::Tensor& w, const at::Tensor& direction) {
 RetentionResult writer_retention(GPTImpl& model, const std::vector<Batch>& batches, const LoadedCheckpoint* optimizer,
                                  const RetentionOptions& options) {
   if (batches.empty()) throw std::invalid_argument("retention needs at least one batch");
+  require_adamw(optimizer);
   const int64_t d = model.config().d_model;
   if (options.top_k < 0 || options.top_k > d)
     throw std::invalid_argument("retention top_k " + std::to_string(options.top_k) + " outside [0, " + std::to_string(d) + "]");

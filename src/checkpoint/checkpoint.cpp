@@ -9,9 +9,9 @@
 #include <torch/torch.h>
 
 #include "attnlab/version.h"
-#include "checkpoint/adamw_state.h"
 #include "common/durable_file.h"
 #include "checkpoint/file_ops.h"
+#include "checkpoint/optimizer_state.h"
 #include "checkpoint/sha256.h"
 #include "checkpoint/state_json.h"
 #include "common/input_file.h"
@@ -31,6 +31,7 @@ constexpr const char* kMetaModel = "attnlab.model";
 constexpr const char* kMetaConfig = "attnlab.config";
 constexpr const char* kMetaStep = "attnlab.step";
 constexpr const char* kMetaGroups = "attnlab.param_groups";
+constexpr const char* kMetaOptimizer = "attnlab.optimizer";  // absent = adamw (files from before it existed)
 
 // ---- saving -----------------------------------------------------------------------------------
 
@@ -69,17 +70,17 @@ void refuse_non_finite(const TensorMap& tensors, const fs::path& file) {
 struct Tensors {
   TensorMap weights;
   bool has_optimizer = false;
-  detail::AdamWTensors adamw;
+  detail::OptimizerTensors optimizer;
 };
 
-Tensors gather(const GPTImpl& model, const torch::optim::AdamW* opt, const fs::path& final_dir) {
+Tensors gather(const GPTImpl& model, const torch::optim::Optimizer* opt, const fs::path& final_dir) {
   Tensors out;
   for (const auto& item : model.named_parameters()) out.weights[item.key()] = item.value();
   refuse_non_finite(out.weights, final_dir / kModelFile);
   if (opt != nullptr) {
     out.has_optimizer = true;
-    out.adamw = detail::adamw_state(model, *opt, final_dir / kOptimizerFile);
-    refuse_non_finite(out.adamw.tensors, final_dir / kOptimizerFile);
+    out.optimizer = detail::optimizer_state(model, *opt, final_dir / kOptimizerFile);
+    refuse_non_finite(out.optimizer.tensors, final_dir / kOptimizerFile);
   }
   return out;
 }
@@ -101,9 +102,10 @@ void write_files(const fs::path& dir, const Tensors& tensors, const ModelConfig&
                      {kMetaConfig, dump_for(detail::config_to_json(state.config), dir / kModelFile)},
                      {kMetaStep, step}});
   if (tensors.has_optimizer) {
-    write_safetensors(
-        dir / kOptimizerFile, tensors.adamw.tensors,
-        {{"format", "pt"}, {kMetaGroups, dump_for(tensors.adamw.groups, dir / kOptimizerFile)}, {kMetaStep, step}});
+    const auto& o = tensors.optimizer;
+    SafetensorsMetadata meta{{"format", "pt"}, {kMetaGroups, dump_for(o.groups, dir / kOptimizerFile)}, {kMetaStep, step}};
+    if (o.name != OptimizerName::adamw) meta[kMetaOptimizer] = to_string(o.name);  // AdamW's bytes stay as they were
+    write_safetensors(dir / kOptimizerFile, o.tensors, meta);
   }
 
   detail::StateFile s{state, model, json::object()};
@@ -160,6 +162,15 @@ json parse_groups(const SafetensorsMetadata& metadata, const fs::path& file) {
     why = e.what();
   }
   throw CheckpointError(file, std::string("metadata ") + kMetaGroups + " is not a JSON list (" + why + ")");
+}
+
+/// The optimizer that wrote an optimizer.safetensors: its metadata's name, adamw when absent.
+OptimizerName parse_optimizer_name(const SafetensorsMetadata& metadata, const fs::path& file) {
+  const auto it = metadata.find(kMetaOptimizer);
+  if (it == metadata.end()) return OptimizerName::adamw;
+  const auto name = name_table<OptimizerName>().find(it->second);
+  if (!name) throw CheckpointError(file, name_table<OptimizerName>().refusal(it->second, std::string("metadata ") + kMetaOptimizer));
+  return *name;
 }
 
 // ---- restoring --------------------------------------------------------------------------------
@@ -271,7 +282,7 @@ LoadedModel model_from_file(const fs::path& file) {
 
 namespace {
 
-fs::path save(const fs::path& root, const GPTImpl& model, const torch::optim::AdamW* opt,
+fs::path save(const fs::path& root, const GPTImpl& model, const torch::optim::Optimizer* opt,
               const TrainState& state, const RetentionPolicy& policy) {
   if (policy.keep_last < 1) throw std::invalid_argument("checkpoint retention: keep_last must be at least 1");
   const fs::path final_dir = checkpoint_dir(root, state.step);
@@ -295,7 +306,7 @@ fs::path save(const fs::path& root, const GPTImpl& model, const torch::optim::Ad
 
 }  // namespace
 
-fs::path save_checkpoint(const fs::path& root, const GPTImpl& model, const torch::optim::AdamW& opt,
+fs::path save_checkpoint(const fs::path& root, const GPTImpl& model, const torch::optim::Optimizer& opt,
                          const TrainState& state, const RetentionPolicy& policy) {
   return save(root, model, &opt, state, policy);
 }
@@ -314,9 +325,10 @@ LoadedCheckpoint load_checkpoint(const fs::path& ckpt_dir, bool with_optimizer) 
   ckpt.model_config = s.model;
   ckpt.weights = read_verified(ckpt_dir, kModelFile, s.files).tensors;
   if (with_optimizer) {
-    SafetensorsContents adamw = read_verified(ckpt_dir, kOptimizerFile, s.files);
-    ckpt.optimizer_groups = parse_groups(adamw.metadata, ckpt_dir / kOptimizerFile);
-    ckpt.optimizer = std::move(adamw.tensors);
+    SafetensorsContents optimizer = read_verified(ckpt_dir, kOptimizerFile, s.files);
+    ckpt.optimizer_groups = parse_groups(optimizer.metadata, ckpt_dir / kOptimizerFile);
+    ckpt.optimizer_name = parse_optimizer_name(optimizer.metadata, ckpt_dir / kOptimizerFile);
+    ckpt.optimizer = std::move(optimizer.tensors);
   }
   return ckpt;
 }
@@ -344,11 +356,11 @@ std::optional<LoadedCheckpoint> load_latest(const fs::path& root, std::vector<st
                             " checkpoints can be used (each one's problem was logged); the newest: " + newest_problem);
 }
 
-void check_restorable(const LoadedCheckpoint& ckpt, const GPTImpl& model, const torch::optim::AdamW& opt) {
+void check_restorable(const LoadedCheckpoint& ckpt, const GPTImpl& model, const torch::optim::Optimizer& opt) {
   check_same_model(ckpt, model);
   check_weights(ckpt, model, ckpt.dir / kModelFile);
   const fs::path file = optimizer_loaded(ckpt, ckpt.dir / kOptimizerFile);
-  detail::check_adamw_state({ckpt.optimizer, ckpt.optimizer_groups}, model, opt, file);
+  detail::check_optimizer_state({ckpt.optimizer_name, ckpt.optimizer, ckpt.optimizer_groups}, model, opt, file);
   check_rng_states(ckpt.state.rng, ckpt.dir / kStateFile);
 }
 
@@ -356,12 +368,12 @@ void restore_model(const LoadedCheckpoint& ckpt, GPTImpl& model) {
   restore_weights(ckpt, model, ckpt.dir / kModelFile);
 }
 
-void restore_optimizer(const LoadedCheckpoint& ckpt, const GPTImpl& model, torch::optim::AdamW& opt) {
+void restore_optimizer(const LoadedCheckpoint& ckpt, const GPTImpl& model, torch::optim::Optimizer& opt) {
   const fs::path file = optimizer_loaded(ckpt, ckpt.dir / kOptimizerFile);
-  detail::restore_adamw_state({ckpt.optimizer, ckpt.optimizer_groups}, model, opt, file);
+  detail::restore_optimizer_state({ckpt.optimizer_name, ckpt.optimizer, ckpt.optimizer_groups}, model, opt, file);
 }
 
-void restore(const LoadedCheckpoint& ckpt, GPTImpl& model, torch::optim::AdamW& opt) {
+void restore(const LoadedCheckpoint& ckpt, GPTImpl& model, torch::optim::Optimizer& opt) {
   check_restorable(ckpt, model, opt);  // first, so a refused checkpoint changes nothing
   restore_model(ckpt, model);
   restore_optimizer(ckpt, model, opt);

@@ -70,6 +70,7 @@ void visit_fields(RunConfig& c, V& v) {
     v.field("sampling", c.data.sampling);  // optional: written only when set (docs/data.md)
   });
   v.section("optim", [&] {
+    v.field("name", c.optim.name);  // optional, as momentum, nesterov and muon_lr below: written only when set
     v.field("lr", c.optim.lr);
     v.field("min_lr_ratio", c.optim.min_lr_ratio);
     v.field("warmup_steps", c.optim.warmup_steps);
@@ -78,6 +79,9 @@ void visit_fields(RunConfig& c, V& v) {
     v.field("beta2", c.optim.beta2);
     v.field("eps", c.optim.eps);
     v.field("grad_clip", c.optim.grad_clip);
+    v.field("momentum", c.optim.momentum);
+    v.field("nesterov", c.optim.nesterov);
+    v.field("muon_lr", c.optim.muon_lr);
   });
   v.section("train", [&] {
     v.field("batch_size", c.train.batch_size);
@@ -231,6 +235,17 @@ struct ValueCheck {
   }
 };
 
+// A key at its default says nothing more (adamw, or sgd's own momentum): one spelling per run, so one
+// config hash, as for the seeds above. After validate(), which refuses a key the optimizer does not use.
+void normalize_optimizer(OptimConfig& o) {
+  OptimConfig bare;
+  bare.name = o.name;
+  if (o.momentum == bare.effective_momentum()) o.momentum.reset();
+  if (o.nesterov == bare.effective_nesterov()) o.nesterov.reset();
+  if (o.muon_lr == bare.effective_muon_lr()) o.muon_lr.reset();
+  if (o.name == OptimizerName::adamw) o.name.reset();
+}
+
 RunConfig from_yaml(const YAML::Node& root) {
   RunConfig cfg;
   YamlReader reader{root, "", {}};
@@ -241,6 +256,7 @@ RunConfig from_yaml(const YAML::Node& root) {
   if (cfg.data_seed == cfg.seed) cfg.data_seed.reset();
   if (cfg.data.sampling == WindowSampling::random) cfg.data.sampling.reset();  // the default, so no key and no hash
   validate(cfg);
+  normalize_optimizer(cfg.optim);
   // Before normalisation expands the pattern to one letter per block, which hides an unused tail.
   if (const auto warning = window_pattern_warning(cfg.model); !warning.empty()) spdlog::warn("{}", warning);
   normalize_window(cfg.model);
@@ -289,6 +305,23 @@ void check_window_backend(const RunConfig& c) {
               std::to_string(c.model.window_keep_first.value_or(0)) + "); use auto, fused or reference, or train.device: cpu");
 }
 
+// The optimizer-specific keys (docs/config.md, "Optimizers"): each names the optimizers that use it.
+void check_optimizer_keys(const OptimConfig& o) {
+  const auto name = o.optimizer();
+  const bool momentum_kind = name == OptimizerName::sgd || name == OptimizerName::muon;
+  const auto unused = [&](const char* key, const char* users) {
+    return fmt::format("optim.{}: used by {} only, not by optim.name {}", key, users, to_string(name));
+  };
+  require(!o.momentum || momentum_kind, unused("momentum", "sgd and muon") + " (AdamW's is optim.beta1)");
+  require(!o.nesterov || momentum_kind, unused("nesterov", "sgd and muon"));
+  require(!o.muon_lr || name == OptimizerName::muon, unused("muon_lr", "muon"));
+  if (!momentum_kind) return;
+  const double mu = o.effective_momentum();
+  require(mu >= 0 && mu < 1, fmt::format("optim.momentum: must lie in [0, 1), got {}", yaml_io::format_float(mu)));
+  require(!o.effective_nesterov() || mu > 0, "optim.nesterov: Nesterov momentum needs optim.momentum > 0");
+  require(o.effective_muon_lr() > 0, "optim.muon_lr: must be positive");
+}
+
 constexpr int64_t kMaxThreads = 1024;                // more than any CPU has cores (and it must fit an int)
 constexpr int64_t kMaxLogSpaced = int64_t{1} << 62;  // the doubling 1, 2, 4, ... must not overflow
 
@@ -301,6 +334,15 @@ const NameTable<Precision>& name_table<Precision>() {
 }
 
 std::string to_string(Precision precision) { return name_table<Precision>().name(precision); }
+
+template <>
+const NameTable<OptimizerName>& name_table<OptimizerName>() {
+  static const NameTable<OptimizerName> table(
+      "optimizer", {{OptimizerName::adamw, "adamw"}, {OptimizerName::sgd, "sgd"}, {OptimizerName::muon, "muon"}});
+  return table;
+}
+
+std::string to_string(OptimizerName name) { return name_table<OptimizerName>().name(name); }
 
 int64_t RunConfig::effective_tokens_per_step() const {
   return train.tokens_per_step > 0 ? train.tokens_per_step : train.batch_size * train.seq_len;
@@ -335,6 +377,7 @@ void validate(const RunConfig& c) {
   require(c.optim.beta2 >= 0 && c.optim.beta2 < 1, "optim.beta2: must lie in [0, 1)");
   require(c.optim.eps > 0, "optim.eps: must be positive");
   require(c.optim.grad_clip >= 0, "optim.grad_clip: must be >= 0 (0 disables clipping)");
+  check_optimizer_keys(c.optim);
   require(c.train.batch_size > 0, "train.batch_size: must be positive");
   require(c.train.seq_len > 0, "train.seq_len: must be positive");
   require(c.train.seq_len <= c.model.block_size,

@@ -61,7 +61,9 @@ namespace attnlab {
 
 MemoryFloor memory_floor(const RunConfig& c) {
   MemoryFloor floor;
-  floor.weights = 16.0 * double(count_params(c.model).total);
+  // fp32 weights and gradients, and AdamW's two moments or (sgd, muon) at least one momentum buffer.
+  const double bytes = c.optim.optimizer() == OptimizerName::adamw ? 16.0 : 12.0;
+  floor.weights = bytes * double(count_params(c.model).total);
   floor.logits = 2.0 * double(c.train.batch_size) * double(c.train.seq_len) * double(c.model.padded_vocab());
   return floor;
 }
@@ -71,7 +73,7 @@ void check_fits_memory(const RunConfig& c, double available_bytes, const std::st
   if (floor.total() <= available_bytes) return;
   const bool logits = floor.logits > floor.weights;
   throw ConfigError(fmt::format(
-      "{}: a training step needs at least {} ({} for the weights, their gradients and AdamW's moments; {} for one "
+      "{}: a training step needs at least {} ({} for the weights, their gradients and the optimizer's state; {} for one "
       "micro-batch's logits) but {} has {}{}",
       logits ? "train.batch_size, train.seq_len, model.vocab_size"
              : "model.n_layer, model.d_model, model.vocab_size, model.block_size",

@@ -18,4 +18,27 @@ ParamGroups parameter_groups(const GPTImpl& model) {
   return groups;
 }
 
+namespace {
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+}  // namespace
+
+std::vector<HiddenMatrix> hidden_matrices(const GPTImpl& model) {
+  std::vector<HiddenMatrix> out;
+  for (const auto& item : model.named_parameters()) {
+    const std::string& name = item.key();
+    if (name.rfind("h.", 0) != 0) continue;  // only the blocks' matrices
+    if (ends_with(name, ".attn.c_attn.weight")) {
+      out.push_back({name, item.value(), 3});
+    } else if (ends_with(name, ".attn.c_proj.weight") || ends_with(name, ".mlp.c_fc.weight") ||
+               ends_with(name, ".mlp.c_proj.weight")) {
+      out.push_back({name, item.value(), 1});
+    }
+  }
+  return out;
+}
+
 }  // namespace attnlab

@@ -237,7 +237,7 @@ void RunWriter::write_final(const FinalRecord& record) const {
 
 MetricsLog RunWriter::open_metrics(int64_t resume_step) const { return MetricsLog(dir_.metrics_file(), resume_step); }
 
-fs::path RunWriter::save_checkpoint(const GPTImpl& model, const torch::optim::AdamW& opt, const TrainState& state,
+fs::path RunWriter::save_checkpoint(const GPTImpl& model, const torch::optim::Optimizer& opt, const TrainState& state,
                                     const RetentionPolicy& policy) const {
   return attnlab::save_checkpoint(dir_.checkpoints_path(), model, opt, state, policy);
 }

@@ -28,7 +28,7 @@ bool Checkpointer::should_save(int64_t step, bool last, bool stop) const {
   return last || stop || step % every_ == 0 || policy_.keep_steps.count(step) > 0;
 }
 
-void Checkpointer::save(const RunWriter& writer, const GPTImpl& model, const torch::optim::AdamW& opt,
+void Checkpointer::save(const RunWriter& writer, const GPTImpl& model, const torch::optim::Optimizer& opt,
                         const TrainState& state) {
   const auto t0 = std::chrono::steady_clock::now();
   writer.save_checkpoint(model, opt, state, policy_);

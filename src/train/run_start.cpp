@@ -31,7 +31,7 @@ std::optional<LoadedCheckpoint> usable_checkpoint(const Trainee& t, const fs::pa
   return ckpt;
 }
 
-// Continues from `ckpt`: its weights, AdamW state, RNG and counts, under this run's config.
+// Continues from `ckpt`: its weights, optimizer state, RNG and counts, under this run's config.
 void adopt(Run& r, Trainee& t, const RunConfig& cfg, const LoadedCheckpoint& ckpt) {
   restore(ckpt, *t.model, *t.opt);
   r.state = ckpt.state;

@@ -1,4 +1,4 @@
-// The trainee: device, ranks, data, model and AdamW of a run, and one optimizer step (trainee.h).
+// The trainee: device, ranks, data, model and optimizer of a run, and one optimizer step (trainee.h).
 #include "train/trainee.h"
 
 #include <chrono>
@@ -13,12 +13,11 @@
 #include "attnlab/cpu_memory.h"
 #include "attnlab/device.h"
 #include "attnlab/document_windows.h"
-#include "attnlab/fused_adamw.h"
 #include "attnlab/grad_clip.h"
 #include "attnlab/init.h"
 #include "attnlab/lr_schedule.h"
-#include "attnlab/param_groups.h"
 #include "attnlab/shards.h"
+#include "attnlab/optimizer_factory.h"
 
 namespace attnlab::training {
 namespace {
@@ -26,24 +25,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// AdamW stepped by the fused kernel (fused_adamw.h): torch::optim::AdamW's state, so checkpoints and
-// exact resume are unchanged; one pass per parameter instead of the per-parameter chain of ops.
-std::unique_ptr<torch::optim::AdamW> make_optimizer(GPTImpl& model, const OptimConfig& o) {
-  const auto groups = parameter_groups(model);
-  auto options = [&](double wd) {
-    return std::make_unique<torch::optim::AdamWOptions>(
-        torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(wd));
-  };
-  std::vector<torch::optim::OptimizerParamGroup> param_groups;
-  param_groups.emplace_back(groups.decay, options(o.weight_decay));
-  param_groups.emplace_back(groups.no_decay, options(0.0));  // SPEC section 1: excluded from decay
-  return std::make_unique<FusedAdamW>(param_groups, torch::optim::AdamWOptions(o.lr));
-}
-
-void set_learning_rate(torch::optim::AdamW& opt, double lr) {
-  for (auto& group : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-}
 
 // Model FLOPs per token for MFU: 6 N (forward + backward of every weight) + 12 L d_model T attention.
 double flops_per_token(const RunConfig& cfg) {
@@ -82,7 +63,9 @@ void build_model(Trainee& t, const RunConfig& cfg) {
   init_parameters(*t.model, cfg.effective_init_seed());
   t.model->to(t.device);
   t.model->set_attention_backend(cfg.attention.backend);
-  t.opt = make_optimizer(*t.model, cfg.optim);
+  auto built = make_optimizer(*t.model, cfg.optim);
+  t.opt = std::move(built.opt);
+  t.peak_lr = std::move(built.peak_lr);
   const auto counts = count_params(cfg.model);
   spdlog::info("model: arm {} | {} layers, d_model {}, {} heads | {:.2f}M params ({:.2f}M non-embedding, {} arm) | {}",
                cfg.model.arm, cfg.model.n_layer, cfg.model.d_model, cfg.model.n_head, counts.total / 1e6,
@@ -140,7 +123,7 @@ StepOutcome train_step(Trainee& t, const RunConfig& cfg, int64_t step, const Tra
   const auto t0 = Clock::now();
   StepOutcome out;
   out.lr = learning_rate(cfg.optim, step, cfg.total_steps());
-  set_learning_rate(*t.opt, out.lr);
+  set_learning_rates(*t.opt, t.peak_lr, cfg.optim, step, cfg.total_steps());
   t.opt->zero_grad();
   const int64_t accum = t.micro_batches;
   for (int64_t micro = 0; micro < accum; ++micro) {
@@ -159,7 +142,7 @@ StepOutcome train_step(Trainee& t, const RunConfig& cfg, int64_t step, const Tra
   out.loss = t.dp.sum({out.loss})[0] / t.dp.world_size();  // a NaN on any rank stops every rank
   if (!std::isfinite(out.loss)) throw diverged(run, "training loss", step + 1);
   if (options.after_backward) options.after_backward(*t.model, step);
-  // A non-finite norm stops the run before the update, so the weights and AdamW moments stay as
+  // A non-finite norm stops the run before the update, so the weights and optimizer state stay as
   // they were (docs/checkpoints.md, "Numerics of a step").
   const auto params = t.model->parameters();
   out.grad_norm = global_grad_norm(params);

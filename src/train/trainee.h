@@ -1,14 +1,15 @@
 // What a training run trains, and where (internal to src/train): the device, the ranks, the model
-// and its AdamW, the batches; and one optimizer step of them (SPEC sections 2, 6).
+// and its optimizer, the batches; and one optimizer step of them (SPEC sections 2, 6).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <c10/core/Device.h>
-#include <torch/optim/adamw.h>
+#include <torch/optim/optimizer.h>
 
 #include "attnlab/batch_sampler.h"
 #include "attnlab/distributed.h"
@@ -26,7 +27,8 @@ struct Trainee {
   dist::DataParallel dp;       ///< this process's rank; a world of one unless launched as a rank
   int64_t micro_batches = 1;   ///< per rank and optimizer step
   GPT model{nullptr};
-  std::unique_ptr<torch::optim::AdamW> opt;
+  std::unique_ptr<torch::optim::Optimizer> opt;  ///< optim.name's (optimizer_factory.h)
+  std::vector<double> peak_lr;                    ///< of each of opt's groups, before the schedule
   std::unique_ptr<BatchSampler> sampler;
   std::shared_ptr<const ValidationSet> val;
   double data_seconds = 0.0;     ///< wall time spent fetching batches (final.json's time_s.data)
@@ -36,7 +38,7 @@ struct Trainee {
 
 /// Checks `cfg` and the environment and builds everything a run needs before its directory is
 /// claimed (so a refused start leaves nothing behind): the device, the ranks, the data, the model
-/// initialised from cfg.effective_init_seed() on its device, AdamW on its parameter groups, and the first-use
+/// initialised from cfg.effective_init_seed() on its device, the optimizer on its parameter groups, and the first-use
 /// self-check of the run's attention on its device (TrainOptions::self_check_on_cpu).
 Trainee make_trainee(const RunConfig& cfg, const TrainOptions& options);
 
@@ -44,7 +46,7 @@ Trainee make_trainee(const RunConfig& cfg, const TrainOptions& options);
 struct StepOutcome {
   double loss = 0.0;       ///< training loss, nats/token, mean over micro-batches and ranks
   double grad_norm = 0.0;  ///< before clipping
-  double lr = 0.0;         ///< the learning rate it used
+  double lr = 0.0;         ///< the learning rate of optim.lr it used (Muon's matrices: of optim.muon_lr)
   double seconds = 0.0;    ///< wall time of the step
   double data_seconds = 0.0;  ///< of which fetching batches
 };

@@ -132,6 +132,35 @@ TEST_F(TrainTest, InterruptedRunResumesBitIdentically) {
   EXPECT_EQ(final_json["final_val_loss"].get<double>(), resumed.final_val_loss);
 }
 
+// Each optimizer (optim.name, docs/design.md) resumes exactly: a two-step run resumed from step 1
+// logs the same losses and ends with the same weights as the uninterrupted one; its checkpoints name
+// the optimizer, and a resume under another one is refused naming the key.
+TEST_F(TrainTest, EveryOptimizerResumesBitIdentically) {
+  for (const std::string name : {"sgd", "muon"}) {
+    const std::vector<std::string> sets = {"optim.name=" + name, "train.max_steps=2", "checkpoint.every=2"};
+    const auto straight = train(config(name + "_a", sets));
+    ASSERT_EQ(straight.status, TrainStatus::finished) << name;
+    TrainOptions stop;
+    stop.stop_after_steps = 1;
+    ASSERT_EQ(train(config(name + "_b", sets), stop).status, TrainStatus::interrupted) << name;
+    const auto ckpt = load_checkpoint(dir_ / (name + "_b") / "checkpoints/step_000001");
+    EXPECT_EQ(to_string(ckpt.optimizer_name), name);
+    const auto resumed = train(config(name + "_b", sets));
+    ASSERT_EQ(resumed.status, TrainStatus::finished) << name;
+    const auto a = metrics(dir_ / (name + "_a")), b = metrics(dir_ / (name + "_b"));
+    ASSERT_EQ(a.size(), 2u);
+    ASSERT_EQ(b.size(), 2u);
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_EQ(a[i]["train_loss"].get<double>(), b[i]["train_loss"].get<double>()) << name << " step " << i + 1;
+    EXPECT_EQ(straight.final_val_loss, resumed.final_val_loss) << name;
+    const auto wa = open_model(dir_ / (name + "_a")), wb = open_model(dir_ / (name + "_b"));
+    for (const auto& item : wa.model->named_parameters())
+      EXPECT_TRUE(torch::equal(item.value(), wb.model->named_parameters()[item.key()])) << name << " " << item.key();
+  }
+  const auto refused = error_of<TrainError>([&] { train(config("sgd_a", {"optim.name=muon", "train.max_steps=2"})); });
+  EXPECT_NE(refused.find("optim.name"), std::string::npos) << refused;
+}
+
 // Every arm under a local-global pattern with a kept position (docs/windows.md) trains, and a run
 // interrupted at any step resumes to the same losses and weights bit for bit.
 TEST_F(TrainTest, EveryArmTrainsWithAWindowAndResumesBitIdentically) {

@@ -55,6 +55,52 @@ TEST_F(ConfigTest, IncludesComposeAndLaterFilesWin) {
   EXPECT_EQ(cfg.total_steps(), 50);    // 3200 / (2 * 32)
 }
 
+// optim.name (docs/config.md, "Optimizers"): unset, a config keeps the bytes and the hash the build
+// before it printed for run.yaml (d78697878743a01f), and adamw or a default is no change; set, it
+// and its keys are written, read back and hashed; each refusal names its key.
+TEST_F(ConfigTest, OptimizerKeysAreOptionalAndKeepOldHashes) {
+  const auto plain = load_run_config(dir_ / "run.yaml");
+  EXPECT_EQ(config_hash(plain), "d78697878743a01f");
+  EXPECT_FALSE(plain.optim.name.has_value());
+  EXPECT_EQ(plain.optim.optimizer(), OptimizerName::adamw);
+  for (const char* key : {"name:", "momentum:", "nesterov:", "muon_lr:"})
+    EXPECT_EQ(to_yaml(plain).find(key), std::string::npos) << key;
+  const auto adamw = load_run_config(dir_ / "run.yaml", {"optim.name=adamw"});
+  EXPECT_FALSE(adamw.optim.name.has_value());
+  EXPECT_EQ(to_yaml(adamw), to_yaml(plain));
+  const auto sgd_defaults = load_run_config(dir_ / "run.yaml", {"optim.name=sgd", "optim.momentum=0.9", "optim.nesterov=false"});
+  EXPECT_FALSE(sgd_defaults.optim.momentum.has_value());  // sgd's defaults say nothing more
+  EXPECT_FALSE(sgd_defaults.optim.nesterov.has_value());
+
+  const auto sgd = load_run_config(dir_ / "run.yaml", {"optim.name=sgd"});
+  EXPECT_EQ(sgd.optim.effective_momentum(), 0.9);
+  EXPECT_FALSE(sgd.optim.effective_nesterov());
+  const auto muon = load_run_config(dir_ / "run.yaml", {"optim.name=muon", "optim.momentum=0.9", "optim.muon_lr=0.01"});
+  EXPECT_EQ(muon.optim.effective_momentum(), 0.9);
+  EXPECT_TRUE(muon.optim.effective_nesterov());
+  EXPECT_EQ(muon.optim.effective_muon_lr(), 0.01);
+  EXPECT_EQ(load_run_config(dir_ / "run.yaml", {"optim.name=muon"}).optim.effective_momentum(), 0.95);
+  EXPECT_NE(config_hash(sgd), config_hash(plain));
+  EXPECT_NE(config_hash(muon), config_hash(sgd));
+  EXPECT_EQ(differing_keys(plain, sgd), (std::vector<std::string>{"optim.name"}));
+  EXPECT_NE(to_yaml(muon).find("name: muon"), std::string::npos);
+  const auto back = run_config_from_json(to_json(muon));
+  EXPECT_EQ(back.optim.name, std::optional<OptimizerName>(OptimizerName::muon));
+  EXPECT_EQ(config_hash(back), config_hash(muon));
+
+  EXPECT_EQ(error_of("run.yaml", {"optim.name=lion"}), "optim.name: 'lion' is not one of adamw, sgd, muon");
+  EXPECT_EQ(error_of("run.yaml", {"optim.momentum=0.9"}),
+            "optim.momentum: used by sgd and muon only, not by optim.name adamw (AdamW's is optim.beta1)");
+  EXPECT_EQ(error_of("run.yaml", {"optim.name=sgd", "optim.muon_lr=0.02"}),
+            "optim.muon_lr: used by muon only, not by optim.name sgd");
+  EXPECT_EQ(error_of("run.yaml", {"optim.name=sgd", "optim.momentum=1"}), "optim.momentum: must lie in [0, 1), got 1.0");
+  EXPECT_EQ(error_of("run.yaml", {"optim.name=sgd", "optim.momentum=0", "optim.nesterov=true"}),
+            "optim.nesterov: Nesterov momentum needs optim.momentum > 0");
+  EXPECT_EQ(error_of("run.yaml", {"optim.name=muon", "optim.muon_lr=0"}), "optim.muon_lr: must be positive");
+  EXPECT_EQ(error_of("run.yaml", {"optim.name=muon", "optim.muon_lr=.inf"}),
+            "optim.muon_lr: must be a finite number, got .inf");
+}
+
 TEST_F(ConfigTest, SetOverridesAnyKey) {
   const auto cfg = load_run_config(dir_ / "run.yaml", {"optim.lr=3e-4", "model.arm=sink_logit", "train.max_steps=7"});
   EXPECT_DOUBLE_EQ(cfg.optim.lr, 3e-4);

@@ -156,6 +156,25 @@ TEST(Retention, BadInputIsRefusedNamingTheCulprit) {
   EXPECT_THROW(writer_retention(*model, batches, nullptr, o), std::invalid_argument);
 }
 
+// G_pre is AdamW's: a checkpoint of sgd or muon is refused naming the optimizer (docs/retention.md).
+TEST(Retention, OtherOptimizersStateIsRefusedNamingTheOptimizer) {
+  auto model = tiny_gpt("baseline", at::kFloat);
+  const std::vector<Batch> batches = {random_batch(1, 4, 1)};
+  for (const auto name : {OptimizerName::sgd, OptimizerName::muon}) {
+    LoadedCheckpoint ckpt;
+    ckpt.dir = "runs/x/checkpoints/step_000002";
+    ckpt.optimizer_name = name;
+    ckpt.optimizer_groups = {{{"params", nlohmann::json::array()}, {"lr", 0.1}, {"momentum", 0.9}}};
+    try {
+      writer_retention(*model, batches, &ckpt, {});
+      ADD_FAILURE() << "retention of an " << to_string(name) << " checkpoint";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("trained with optimizer " + to_string(name) + " (optim.name)"),
+                std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Retention, SinkTokenArmRanksChannelsAtTheLearnedToken) {
   // Position 0 is the learned token: its state after block 1 is the same for every sequence, so
   // the mean |x_c| equals one sequence's.

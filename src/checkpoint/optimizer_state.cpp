@@ -1,11 +1,14 @@
-#include "checkpoint/adamw_state.h"
+#include "checkpoint/optimizer_state.h"
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
 #include <ATen/ATen.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
 
 #include "attnlab/checkpoint_error.h"
 #include "checkpoint/state_json.h"
@@ -17,6 +20,11 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 using torch::optim::AdamWOptions;
 using torch::optim::AdamWParamState;
+using torch::optim::SGDOptions;
+using torch::optim::SGDParamState;
+
+bool is_adamw(const torch::optim::OptimizerParamGroup& g) { return dynamic_cast<const AdamWOptions*>(&g.options()); }
+bool is_momentum(const torch::optim::OptimizerParamGroup& g) { return dynamic_cast<const SGDOptions*>(&g.options()); }
 
 std::unordered_map<const void*, std::string> names_by_impl(const GPTImpl& model) {
   std::unordered_map<const void*, std::string> names;
@@ -36,6 +44,11 @@ json group_names(const torch::optim::OptimizerParamGroup& group,
 }
 
 json group_json(const torch::optim::OptimizerParamGroup& group, json names) {
+  if (is_momentum(group)) {
+    const auto& o = static_cast<const SGDOptions&>(group.options());
+    return {{"params", std::move(names)}, {"lr", o.lr()},       {"momentum", o.momentum()},
+            {"dampening", o.dampening()}, {"nesterov", o.nesterov()}, {"weight_decay", o.weight_decay()}};
+  }
   const auto& o = static_cast<const AdamWOptions&>(group.options());
   return {{"params", std::move(names)},
           {"lr", o.lr()},
@@ -45,7 +58,7 @@ json group_json(const torch::optim::OptimizerParamGroup& group, json names) {
           {"amsgrad", o.amsgrad()}};
 }
 
-void check_groups(const json& saved, const torch::optim::AdamW& opt,
+void check_groups(const json& saved, const torch::optim::Optimizer& opt,
                   const std::unordered_map<const void*, std::string>& names, const fs::path& file) {
   if (!saved.is_array() || saved.size() != opt.param_groups().size()) {
     throw CheckpointError(file, "the checkpoint has " + std::to_string(saved.is_array() ? saved.size() : 0) +
@@ -98,37 +111,89 @@ int64_t saved_step(const at::Tensor& t, const std::string& key, const fs::path& 
   return step;
 }
 
-/// One parameter's saved AdamW state, checked.
+/// One parameter's saved state, checked: AdamW's (step >= 1), or a momentum buffer (step 0).
 struct ParamState {
   at::Tensor param;
   int64_t step = 0;
   at::Tensor exp_avg, exp_avg_sq, max_exp_avg_sq;  // max_exp_avg_sq undefined without amsgrad
+  at::Tensor momentum_buffer;                      // defined for a momentum group's parameter only
 };
 
-/// Every parameter's saved state, checked against `model` and `opt` (check_adamw_state's rules).
-std::vector<ParamState> checked_states(const AdamWTensors& saved, const GPTImpl& model, const torch::optim::AdamW& opt,
-                                       const fs::path& file) {
-  check_groups(saved.groups, opt, names_by_impl(model), file);
-  std::unordered_map<std::string, bool> amsgrad;  // by parameter name
-  for (size_t g = 0; g < opt.param_groups().size(); ++g) {
-    const auto& o = static_cast<const AdamWOptions&>(opt.param_groups()[g].options());
-    for (const auto& name : saved.groups[g]["params"]) amsgrad[name.get<std::string>()] = o.amsgrad();
+/// The kind of group each parameter is in, by name (the saved groups' names equal the optimizer's,
+/// check_groups): true for a momentum group, and each AdamW parameter's amsgrad.
+struct GroupKinds {
+  std::unordered_map<std::string, bool> momentum, amsgrad;
+  /// False for a parameter in no group (its state, if any, is then left over and refused).
+  static bool is(const std::unordered_map<std::string, bool>& kind, const std::string& name) {
+    const auto it = kind.find(name);
+    return it != kind.end() && it->second;
   }
+};
+
+GroupKinds group_kinds(const json& saved_groups, const torch::optim::Optimizer& opt) {
+  GroupKinds kinds;
+  for (size_t g = 0; g < opt.param_groups().size(); ++g) {
+    const auto& group = opt.param_groups()[g];
+    const bool momentum = is_momentum(group);
+    const bool amsgrad = !momentum && static_cast<const AdamWOptions&>(group.options()).amsgrad();
+    for (const auto& name : saved_groups[g]["params"]) {
+      kinds.momentum[name.get<std::string>()] = momentum;
+      kinds.amsgrad[name.get<std::string>()] = amsgrad;
+    }
+  }
+  return kinds;
+}
+
+/// An AdamW parameter's saved state, or nothing when it was never stepped; `used` collects its keys.
+std::optional<ParamState> saved_adamw(const TensorMap& tensors, const std::string& name, const at::Tensor& param,
+                                      bool amsgrad, std::set<std::string>& used, const fs::path& file) {
+  const auto step = tensors.find("step." + name);
+  if (step == tensors.end()) return std::nullopt;  // never stepped in the saved run
+  ParamState s{param, saved_step(step->second, step->first, file)};
+  s.exp_avg = saved_moment(tensors, "exp_avg." + name, param, false, file);
+  s.exp_avg_sq = saved_moment(tensors, "exp_avg_sq." + name, param, true, file);
+  used.insert({"step." + name, "exp_avg." + name, "exp_avg_sq." + name});
+  if (tensors.count("max_exp_avg_sq." + name) || amsgrad) {
+    s.max_exp_avg_sq = saved_moment(tensors, "max_exp_avg_sq." + name, param, true, file);
+    used.insert("max_exp_avg_sq." + name);
+  }
+  return s;
+}
+
+/// A momentum group's parameter's saved buffer, or nothing (never stepped, or momentum 0).
+std::optional<ParamState> saved_momentum(const TensorMap& tensors, const std::string& name, const at::Tensor& param,
+                                         std::set<std::string>& used, const fs::path& file) {
+  const std::string key = "momentum_buffer." + name;
+  if (!tensors.count(key)) return std::nullopt;
+  ParamState s{param};
+  s.momentum_buffer = saved_moment(tensors, key, param, false, file);
+  used.insert(key);
+  return s;
+}
+
+/// A checkpoint of one optimizer never resumes under another: their states mean different things.
+void check_same_optimizer(OptimizerName saved, const torch::optim::Optimizer& opt, const fs::path& file) {
+  const OptimizerName here = optimizer_name(opt, file);
+  if (saved == here) return;
+  throw CheckpointError(file, "holds the state of optimizer " + to_string(saved) + ", but this run's optimizer is " +
+                                  to_string(here) + " (optim.name): a checkpoint of " + to_string(saved) +
+                                  " cannot resume under " + to_string(here));
+}
+
+/// Every parameter's saved state, checked against `model` and `opt` (check_optimizer_state's rules).
+std::vector<ParamState> checked_states(const OptimizerTensors& saved, const GPTImpl& model,
+                                       const torch::optim::Optimizer& opt, const fs::path& file) {
+  check_same_optimizer(saved.name, opt, file);
+  check_groups(saved.groups, opt, names_by_impl(model), file);
+  const GroupKinds kinds = group_kinds(saved.groups, opt);
   std::set<std::string> used;
   std::vector<ParamState> states;
   for (const auto& item : model.named_parameters()) {
     const std::string& name = item.key();
-    const auto step = saved.tensors.find("step." + name);
-    if (step == saved.tensors.end()) continue;  // never stepped in the saved run
-    ParamState s{item.value(), saved_step(step->second, step->first, file)};
-    s.exp_avg = saved_moment(saved.tensors, "exp_avg." + name, s.param, false, file);
-    s.exp_avg_sq = saved_moment(saved.tensors, "exp_avg_sq." + name, s.param, true, file);
-    used.insert({"step." + name, "exp_avg." + name, "exp_avg_sq." + name});
-    if (saved.tensors.count("max_exp_avg_sq." + name) || amsgrad[name]) {
-      s.max_exp_avg_sq = saved_moment(saved.tensors, "max_exp_avg_sq." + name, s.param, true, file);
-      used.insert("max_exp_avg_sq." + name);
-    }
-    states.push_back(std::move(s));
+    auto s = kinds.is(kinds.momentum, name) ? saved_momentum(saved.tensors, name, item.value(), used, file)
+                                            : saved_adamw(saved.tensors, name, item.value(),
+                                                          kinds.is(kinds.amsgrad, name), used, file);
+    if (s) states.push_back(std::move(*s));
   }
   std::vector<std::string> unused;
   for (const auto& [key, tensor] : saved.tensors)
@@ -147,17 +212,33 @@ at::Tensor on_device_of(const at::Tensor& saved, const at::Tensor& param) {
 
 }  // namespace
 
-AdamWTensors adamw_state(const GPTImpl& model, const torch::optim::AdamW& opt, const fs::path& file) {
+OptimizerName optimizer_name(const torch::optim::Optimizer& opt, const fs::path& file) {
+  bool adamw = false, momentum = false;
+  for (const auto& group : opt.param_groups()) {
+    if (!is_adamw(group) && !is_momentum(group)) throw CheckpointError(file, "an optimizer group of unknown kind");
+    adamw = adamw || is_adamw(group);
+    momentum = momentum || is_momentum(group);
+  }
+  if (momentum) return adamw ? OptimizerName::muon : OptimizerName::sgd;
+  return OptimizerName::adamw;
+}
+
+OptimizerTensors optimizer_state(const GPTImpl& model, const torch::optim::Optimizer& opt, const fs::path& file) {
   const auto names = names_by_impl(model);
-  AdamWTensors out;
+  OptimizerTensors out;
+  out.name = optimizer_name(opt, file);
   out.groups = json::array();
   for (const auto& group : opt.param_groups()) out.groups.push_back(group_json(group, group_names(group, names, file)));
   for (const auto& item : model.named_parameters()) {
     const auto it = opt.state().find(item.value().unsafeGetTensorImpl());
     if (it == opt.state().end()) continue;  // never stepped (no gradient yet, or frozen)
-    const auto* s = dynamic_cast<const AdamWParamState*>(it->second.get());
-    if (s == nullptr) throw CheckpointError(file, "optimizer state of '" + item.key() + "' is not AdamW's");
     const std::string& name = item.key();
+    if (const auto* m = dynamic_cast<const SGDParamState*>(it->second.get())) {
+      out.tensors["momentum_buffer." + name] = m->momentum_buffer();
+      continue;
+    }
+    const auto* s = dynamic_cast<const AdamWParamState*>(it->second.get());
+    if (s == nullptr) throw CheckpointError(file, "optimizer state of '" + name + "' is neither AdamW's nor a momentum buffer");
     out.tensors["step." + name] = at::scalar_tensor(s->step(), at::kLong);
     out.tensors["exp_avg." + name] = s->exp_avg();
     out.tensors["exp_avg_sq." + name] = s->exp_avg_sq();
@@ -166,16 +247,22 @@ AdamWTensors adamw_state(const GPTImpl& model, const torch::optim::AdamW& opt, c
   return out;
 }
 
-void check_adamw_state(const AdamWTensors& saved, const GPTImpl& model, const torch::optim::AdamW& opt,
-                       const fs::path& file) {
+void check_optimizer_state(const OptimizerTensors& saved, const GPTImpl& model, const torch::optim::Optimizer& opt,
+                           const fs::path& file) {
   checked_states(saved, model, opt, file);
 }
 
-void restore_adamw_state(const AdamWTensors& saved, const GPTImpl& model, torch::optim::AdamW& opt,
-                         const fs::path& file) {
+void restore_optimizer_state(const OptimizerTensors& saved, const GPTImpl& model, torch::optim::Optimizer& opt,
+                             const fs::path& file) {
   // Built aside first, so a bad checkpoint leaves `opt` as it was.
-  std::vector<std::pair<void*, std::unique_ptr<AdamWParamState>>> states;
+  std::vector<std::pair<void*, std::unique_ptr<torch::optim::OptimizerParamState>>> states;
   for (const auto& s : checked_states(saved, model, opt, file)) {
+    if (s.momentum_buffer.defined()) {
+      auto state = std::make_unique<SGDParamState>();
+      state->momentum_buffer(on_device_of(s.momentum_buffer, s.param));
+      states.emplace_back(s.param.unsafeGetTensorImpl(), std::move(state));
+      continue;
+    }
     auto state = std::make_unique<AdamWParamState>();
     state->step(s.step);
     state->exp_avg(on_device_of(s.exp_avg, s.param));

@@ -2,15 +2,17 @@
 """Keeps README.md's demo excerpt the demo's own output.
 
 The excerpt between the markers `<!-- demo-report:begin -->` and `<!-- demo-report:end -->` in
-README.md is cut from a finished demo's report (runs/sweeps/demo/report/report.md, written by
-`attnlab report ... --compare-paper`, which scripts/demo.sh runs): the paired-differences table,
-its "Not in this sweep" line and the paper-layout table.
+README.md is cut from a finished demo's report directory (runs/sweeps/demo/report/, written by
+`attnlab report ... --probes`, which scripts/demo.sh runs): from report.md the paired-differences
+table, its "Not in this sweep" line, the noise-floor line and, when the report has one, the
+paper-layout table; from probes.md, when present, the paired probe differences.
 
-    python3 tools/readme_demo.py REPORT_MD            rewrite README.md's excerpt from REPORT_MD
-    python3 tools/readme_demo.py --check REPORT_MD    exit 1 (and show a diff) when they differ
+    python3 tools/readme_demo.py REPORT_DIR            rewrite README.md's excerpt from REPORT_DIR
+    python3 tools/readme_demo.py --check REPORT_DIR    exit 1 (and show a diff) when they differ
 
-scripts/demo.sh runs --check after every demo and says how to update the README when the figures
-of this machine's build differ from the ones it shows.
+REPORT_DIR may also be report.md itself (then probes.md is read beside it). scripts/demo.sh runs
+--check after every demo and says how to update the README when the figures of this machine's build
+differ from the ones it shows; the demo test (tests/demo) runs the sweep and holds the excerpt.
 """
 import argparse
 import difflib
@@ -32,17 +34,21 @@ def table_after(lines, start):
     return lines[i:j], j
 
 
-def excerpt(report_text):
-    """The excerpt's lines, from a report.md; raises ValueError naming what is missing."""
+def excerpt(report_text, probes_text=None):
+    """The excerpt's lines, from a report.md (and its probes.md); raises ValueError naming what is missing."""
     lines = report_text.splitlines()
 
-    def find(prefix, start=0):
+    def find(prefix, start=0, required=True):
         for i in range(start, len(lines)):
             if lines[i].startswith(prefix):
                 return i
-        raise ValueError(f"the report has no line starting with {prefix!r}: is it attnlab report's report.md?")
+        if required:
+            raise ValueError(f"the report has no line starting with {prefix!r}: is it attnlab report's report.md?")
+        return None
 
     differences, after = table_after(lines, find("### Paired differences"))
+    if not differences:
+        raise ValueError("the report's paired-differences table is empty")
     out = differences + [""]
     for line in lines[after:]:
         if line.startswith("Not in this sweep:"):
@@ -50,10 +56,30 @@ def excerpt(report_text):
             break
         if line.startswith("#"):
             break
-    paper, _ = table_after(lines, find("## Zero option vs filtering"))
-    if not differences or not paper:
-        raise ValueError("the report's paired-differences or paper-layout table is empty")
-    return out + paper
+    floor = find("### Noise floor", after, required=False)
+    if floor is not None and floor + 2 < len(lines) and lines[floor + 2]:
+        out += [lines[floor + 2], ""]  # "N null differences ...: mean, sd (the floor); arms"
+    paper_at = find("## Zero option vs filtering", required=False)
+    if paper_at is not None:
+        paper, _ = table_after(lines, paper_at)
+        out += paper + [""]
+    if probes_text:
+        plines = probes_text.splitlines()
+        heads = [i for i, line in enumerate(plines) if line.startswith("### Paired probe differences")]
+        for i in heads:
+            table, _ = table_after(plines, i)
+            out += [plines[i].lstrip("# "), ""] + table + [""]
+    while out and out[-1] == "":
+        out.pop()
+    return out
+
+
+def read_report(path):
+    """report.md's text and probes.md's (None when absent) from a report directory or report.md."""
+    path = pathlib.Path(path)
+    report = path / "report.md" if path.is_dir() else path
+    probes = report.with_name("probes.md")
+    return report.read_text(encoding="utf-8"), probes.read_text(encoding="utf-8") if probes.is_file() else None
 
 
 def rewrite(readme_text, body):
@@ -67,13 +93,13 @@ def rewrite(readme_text, body):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("report", type=pathlib.Path, help="report.md of a finished demo sweep")
+    parser.add_argument("report", type=pathlib.Path, help="the report directory (or its report.md) of a finished demo sweep")
     parser.add_argument("--readme", type=pathlib.Path, default=pathlib.Path(__file__).resolve().parents[1] / "README.md")
     parser.add_argument("--check", action="store_true", help="only compare; exit 1 when README.md differs")
     args = parser.parse_args()
     try:
         readme = args.readme.read_text(encoding="utf-8")
-        new = rewrite(readme, excerpt(args.report.read_text(encoding="utf-8")))
+        new = rewrite(readme, excerpt(*read_report(args.report)))
     except (OSError, ValueError) as e:
         sys.exit(f"readme_demo.py: {e}")
     if new == readme:

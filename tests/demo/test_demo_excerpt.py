@@ -35,14 +35,13 @@ class DemoExcerpt(unittest.TestCase):
             run([attnlab, "sweep", "--config", os.path.join(REPO, "configs", "sweeps", "demo.yaml"), "--workers", "2"],
                 work)
             run([attnlab, "report", "runs/sweeps/demo", "--probes"], work)
-            with open(os.path.join(work, "runs", "sweeps", "demo", "report", "report.md"), encoding="utf-8") as f:
-                report = f.read()
+            report, probes = readme_demo.read_report(os.path.join(work, "runs", "sweeps", "demo", "report"))
         with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
             readme = f.read()
-        body = readme_demo.excerpt(report)
+        body = readme_demo.excerpt(report, probes)
         self.assertEqual(readme, readme_demo.rewrite(readme, body),
                          "README.md's demo excerpt differs from this build's demo report; update it with "
-                         "python3 tools/readme_demo.py runs/sweeps/demo/report/report.md after scripts/demo.sh")
+                         "python3 tools/readme_demo.py runs/sweeps/demo/report after scripts/demo.sh")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""tools/readme_demo.py on a hand-made report.md and README: the excerpt is the paired-differences
-table, its "Not in this sweep" line and the paper-layout table, nothing else; only the marked block
+"""tools/readme_demo.py on a hand-made report.md, probes.md and README: the excerpt is the
+paired-differences table, its "Not in this sweep" line, the noise-floor line, the paper-layout table
+when there is one and the paired probe differences, nothing else; only the marked block
 of the README changes; --check exits 1 on a difference and 0 once rewritten. And README.md itself
 holds the markers, so scripts/demo.sh's check can find its excerpt.
 
@@ -38,6 +39,10 @@ REPORT = """# attnlab report: runs/sweeps/demo
 
 Not in this sweep: standalone gain norm_gate (no run of norm_gate).
 
+### Noise floor (null pairs: an arm again under another init seed, on the same data)
+
+3 null differences (twin - original, nats): mean +0.0100, sd 0.0200 (the floor); arms baseline.
+
 ## Zero option vs filtering (paper_figures.md layout)
 
 | quantity | | micro |
@@ -56,10 +61,27 @@ EXPECTED = [
     "",
     "Not in this sweep: standalone gain norm_gate (no run of norm_gate).",
     "",
+    "3 null differences (twin - original, nats): mean +0.0100, sd 0.0200 (the floor); arms baseline.",
+    "",
     "| quantity | | micro |",
     "|---|---|---:|",
     "| zero-option increment, L(baseline) - L(sink_logit) | ours | +0.1501 |",
 ]
+
+PROBES = """# Probes
+
+| arm | first-key mass |
+|---|---:|
+| baseline | 50% |
+
+### Paired probe differences, bb
+
+m(arm) - m(baseline) at each seed.
+
+| measure | arm | mean |
+|---|---|---:|
+| first_key_mass | out_gate | -30.00% |
+"""
 
 README = "# title\n\nbefore\n\n" + rd.BEGIN + "\n```\nold figures\n```\n" + rd.END + "\n\nafter\n"
 
@@ -67,6 +89,11 @@ README = "# title\n\nbefore\n\n" + rd.BEGIN + "\n```\nold figures\n```\n" + rd.E
 class ReadmeDemo(unittest.TestCase):
     def test_excerpt_is_the_two_tables_and_the_not_in_sweep_line(self):
         self.assertEqual(rd.excerpt(REPORT), EXPECTED)
+
+    def test_the_paired_probe_table_follows_from_probes_md(self):
+        self.assertEqual(rd.excerpt(REPORT, PROBES), EXPECTED + [
+            "", "Paired probe differences, bb", "", "| measure | arm | mean |", "|---|---|---:|",
+            "| first_key_mass | out_gate | -30.00% |"])
 
     def test_only_the_marked_block_changes(self):
         new = rd.rewrite(README, EXPECTED)

@@ -57,11 +57,11 @@ const std::vector<ProbeMeasure>& probe_measure_table() {
       {"out_gate_mean", "mean output gate",
        "out_gate_mean: mean over sequences, queries i >= 0 and the head's gate values of gamma = sigmoid(x_i W_g + "
        "c_g); null without an output gate",
-       K::per_head, N::out_gate, false, true, &LayerProbeSums::out_gate_mean, "", true},
+       K::per_head, N::out_gate, false, true, &LayerProbeSums::out_gate_mean},
       {"out_gate_sparse_share", "output gates < 0.1",
        "out_gate_sparse_share: mean of [gamma < 0.1] over the same values (the gate's sparsity, Qiu et al. 2025); "
        "null without an output gate",
-       K::per_head, N::out_gate, true, true, &LayerProbeSums::out_gate_sparse_share, "", true},
+       K::per_head, N::out_gate, true, true, &LayerProbeSums::out_gate_sparse_share},
       {"oldest_key_mass", "oldest-key mass",
        "oldest_key_mass: mean over sequences and queries with at least two visible keys of a_{i,m(i)}, m(i) the "
        "oldest key query i sees (0 on a global layer and with window_keep_first >= 1, else i - W + 1 once i >= W); "

@@ -40,10 +40,12 @@ void check_measure_keys(const json& obj, bool per_head_only, const std::string& 
     }
     if (per_head_only && !per_head(*m)) throw std::invalid_argument(where + "." + item.key() + " has no per-head values");
   }
-  // Files from before a measure lack it (ProbeMeasure::may_lack): it reads as none.
+  // Files from before a measure lack it (ProbeMeasure::may_lack): it reads as none. Files from before
+  // the output gate lack its measures: null (an arm without one) is what they would hold.
   // A model without a window lists no window measure (ProbeMeasure::listed).
   for (const auto& m : probe_measure_table())
-    if ((!per_head_only || per_head(m)) && !obj.contains(m.name) && !m.may_lack && m.listed(windowed))
+    if ((!per_head_only || per_head(m)) && !obj.contains(m.name) && !m.may_lack &&
+        m.needs != ProbeMeasure::Needs::out_gate && m.listed(windowed))
       throw std::invalid_argument("lacks \"" + detail::json_path(where, m.name) + "\"");
 }
 
@@ -65,8 +67,11 @@ ProbeLayerSummary read_layer(const json& j, const ArmHas& has, const std::string
   for (size_t i = 0; i < table.size(); ++i) {
     const auto& m = table[i];
     const std::string at = where + ".heads." + m.name;
-    if (m.kind == ProbeMeasure::Kind::layer_max || (m.may_lack && !(per_head(m) ? heads : j).contains(m.name)))
-      continue;  // model only, or a file from before the measure: none
+    if (m.kind == ProbeMeasure::Kind::layer_max) continue;  // model only
+    if (m.may_lack && !(per_head(m) ? heads : j).contains(m.name)) {  // a file from before the measure: none
+      if (per_head(m)) layer.heads[i].assign(n_head, std::nullopt);
+      continue;
+    }
     if (!per_head(m)) {
       layer.mean.values[i] = read_value(m, json_field<json>(j, m.name, where), has, where + "." + m.name);
       continue;

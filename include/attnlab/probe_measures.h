@@ -17,9 +17,12 @@ struct ProbeMeasure {
   enum class Kind {
     per_head,    ///< a per-head mean accumulated in LayerProbeSums::*sums
     sink_rate,   ///< per layer and model only: the share of heads whose sink_score > kSinkRateThreshold
+    per_layer,   ///< one value per layer (slot 0 of LayerProbeSums::*sums); the model's: the mean over layers
+    layer_max,   ///< model only: the largest layer value of the per_layer measure `of`
   };
-  /// Null for arms without a sink term / a gate / an output gate, and for models without a window.
-  enum class Needs { any_arm, sink, gate, out_gate, window };
+  /// Null for arms without a sink term / a gate / an output gate, for models without a window, and
+  /// for probes without trigger tokens.
+  enum class Needs { any_arm, sink, gate, out_gate, window, trigger };
 
   std::string name;        ///< JSON key, CSV column, probe_<name>.csv
   std::string label;       ///< Markdown column header
@@ -28,7 +31,11 @@ struct ProbeMeasure {
   Needs needs = Needs::any_arm;
   bool percent = false;    ///< a share: Markdown shows it in percent, else with 3 decimals
   bool in_tables = true;   ///< a column of probe.md and of the report's table
-  HeadMeans LayerProbeSums::*sums = nullptr;  ///< Kind::per_head only
+  HeadMeans LayerProbeSums::*sums = nullptr;  ///< Kind::per_head and per_layer
+  std::string of;          ///< Kind::layer_max: the per_layer measure it takes the maximum of
+  /// Files written before the measure lack it: they read back with the value none, and the cache
+  /// computes them again (check_probe_summary refuses a none where the measure applies).
+  bool may_lack = false;
 
   /// Whether a model with `features` has this measure.
   bool applies(const ProbeFeatures& features) const;

@@ -30,6 +30,7 @@ struct ProbeResult {
   std::vector<std::string> conventions;  ///< one line each: positions, reads, every measure's definition
   ProbeSummary summary;
   std::optional<SinkStateRatio> sink_state;  ///< none in probe.json files written before it
+  std::vector<int64_t> trigger_tokens;       ///< token ids of the trigger queries; empty = none (older files too)
 };
 
 /// inject_model() of a trained run.
@@ -40,9 +41,10 @@ struct InjectResult {
   InjectOutcome result;
 };
 
-/// {"layers": [{"layer", "heads": {measure: [H]}, "mean": {measure: x}, "sink_rate"}], "model":
-/// {measure: x, "sink_rate"}}: the per-head measures of probe_measure_table() under "heads" and
-/// "mean", every measure under "model". A none value, a NaN and an infinity are null. A windowed
+/// {"layers": [{"layer", "heads": {measure: [H]}, "mean": {measure: x}, "sink_rate", per-layer
+/// measure: x}], "model": {measure: x, "sink_rate"}}: the per-head measures of probe_measure_table()
+/// under "heads" and "mean", the per-layer ones (residual_peak, inf_norm, kurtosis) beside sink_rate,
+/// every measure under "model" (the max_* ones only there). A none value, a NaN and an infinity are null. A windowed
 /// model's layers also carry "type": "local" | "global", and the summary "by_type": {"local": {..},
 /// "global": {..}} (a type the model lacks is null); a model without a window writes neither.
 nlohmann::json to_json(const ProbeSummary& summary);
@@ -65,7 +67,7 @@ nlohmann::json to_json(const InjectOutcome& outcome);
 /// Reads it back (null losses as NaN); throws std::invalid_argument naming the key.
 InjectOutcome inject_outcome_from_json(const nlohmann::json& j);
 
-/// {"provenance", "conventions", "summary"}: probe.json.
+/// {"provenance", "conventions", "trigger_tokens", "summary", "sink_state"}: probe.json.
 nlohmann::json to_json(const ProbeResult& probe);
 /// Reads probe.json back; the arm's features (sink term, gate) come from the arm registry by
 /// provenance.arm. Throws std::invalid_argument naming the key or the unknown arm.

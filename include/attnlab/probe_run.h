@@ -47,7 +47,8 @@ InjectResult cached_inject(const ProbeSource& source, const ProbeDataOptions& da
                            const std::filesystem::path& dir, bool* reused = nullptr);
 
 /// Files of a probe result by name: probe.json (to_json), probe.md, probe_heads.csv (one row per
-/// layer and head) and probe_<measure>.csv (a layer x head matrix per per-head measure). Values are
+/// layer and head), probe_layers.csv (one row per layer and one for the model, every measure a
+/// column) and probe_<measure>.csv (a layer x head matrix per per-head measure). Values are
 /// written with 6 significant digits in CSV (empty where none or NaN), in percent or with 3 decimals
 /// in Markdown ("-" where none or NaN).
 std::map<std::string, std::string> probe_files(const ProbeResult& probe);
@@ -64,9 +65,12 @@ std::map<std::string, std::string> inject_files(const InjectResult& inject);
 std::filesystem::path default_probe_dir(const std::filesystem::path& checkpoint);
 
 /// The "key" of a result: what must match for a cached file to be reused (checkpoint source and
-/// step, arm, data pattern, N, T, batch size and probe seed of `provenance`; and the injection options)
+/// step, arm, data pattern, N, T, batch size and probe seed of `provenance`; a probe's trigger
+/// tokens; and the injection options)
 /// as a JSON object compared whole.
 nlohmann::json result_key(const Provenance& provenance);
+/// A probe's key: the provenance's, and the trigger tokens when there are any.
+nlohmann::json result_key(const Provenance& provenance, const std::vector<int64_t>& trigger_tokens);
 nlohmann::json result_key(const Provenance& provenance, const InjectOptions& options);
 nlohmann::json result_key(const ProbeResult& probe);
 nlohmann::json result_key(const InjectResult& inject);

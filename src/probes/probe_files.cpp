@@ -67,6 +67,23 @@ std::string matrix_csv(const ProbeSummary& summary, const std::string& measure) 
   return t.str();
 }
 
+// A row per layer (its means, per-layer values and sink rate) and one for the model (every measure;
+// the max_* measures only there), each measure a column.
+std::string layers_csv(const ProbeSummary& summary) {
+  const auto columns = measures(false, false, windowed(summary));
+  std::vector<std::string> header = {"layer"};
+  for (const auto* m : columns) header.push_back(m->name);
+  csv::Table t(header);
+  auto row = [&](const std::string& label, const MeasureValues& values) {
+    std::vector<std::string> cells = {label};
+    for (const auto* m : columns) cells.push_back(cell(values[m->name]));
+    t.row(cells);
+  };
+  for (const auto& layer : summary.layers) row(std::to_string(layer.layer), layer.mean);
+  row("model", summary.model);
+  return t.str();
+}
+
 // A measure's value in probe.md: a share in percent, else 3 decimals; "-" where there is none.
 std::string table_cell(const ProbeMeasure& m, const MeasureValue& v) {
   if (m.percent) return percent(v);
@@ -148,7 +165,8 @@ std::string inject_markdown(const InjectResult& inject) {
 std::map<std::string, std::string> probe_files(const ProbeResult& probe) {
   std::map<std::string, std::string> files = {{"probe.json", to_json(probe).dump(1) + "\n"},
                                               {"probe.md", probe_markdown(probe)},
-                                              {"probe_heads.csv", heads_csv(probe.summary)}};
+                                              {"probe_heads.csv", heads_csv(probe.summary)},
+                                              {"probe_layers.csv", layers_csv(probe.summary)}};
   for (const auto* m : measures(false, true, windowed(probe.summary)))
     files["probe_" + m->name + ".csv"] = matrix_csv(probe.summary, m->name);
   return files;
@@ -183,7 +201,13 @@ nlohmann::json result_key(const Provenance& provenance, const InjectOptions& opt
   return key;
 }
 
-nlohmann::json result_key(const ProbeResult& probe) { return result_key(probe.provenance); }
+nlohmann::json result_key(const Provenance& provenance, const std::vector<int64_t>& trigger_tokens) {
+  auto key = result_key(provenance);
+  if (!trigger_tokens.empty()) key["trigger_tokens"] = trigger_tokens;  // without any: the key of before them
+  return key;
+}
+
+nlohmann::json result_key(const ProbeResult& probe) { return result_key(probe.provenance, probe.trigger_tokens); }
 nlohmann::json result_key(const InjectResult& inject) { return result_key(inject.provenance, inject.options); }
 
 namespace {

@@ -11,6 +11,7 @@ bool ProbeMeasure::applies(const ProbeFeatures& f) const {
     case Needs::gate: return f.gate;
     case Needs::out_gate: return f.out_gate;
     case Needs::window: return f.windowed();
+    case Needs::trigger: return f.triggers;
   }
   return false;
 }
@@ -30,6 +31,10 @@ const std::vector<ProbeMeasure>& probe_measure_table() {
       {"first_key_mass", "first-key mass",
        "first_key_mass: mean over sequences and queries i >= 1 of a_i0 (query 0 excluded: it sees only key 0)",
        K::per_head, N::any_arm, true, true, &LayerProbeSums::first_key_mass},
+      {"first_key_chance", "first-key chance",
+       "first_key_chance: mean over first_key_mass's queries of 1 / |V(i)|, |V(i)| the number of keys query i sees "
+       "(the mass uniform attention over those keys puts on key 0; a sink term is no key and does not count)",
+       K::per_head, N::any_arm, true, true, &LayerProbeSums::first_key_chance, "", true},
       {"sink_score", "sink score", "sink_score: mean over sequences and queries i >= 0 (every query sees key 0) of a_i0",
        K::per_head, N::any_arm, true, false, &LayerProbeSums::sink_score},
       {"sink_rate", "sink rate", "sink_rate: share of heads with sink_score > 0.3", K::sink_rate, N::any_arm, true, true,
@@ -62,6 +67,41 @@ const std::vector<ProbeMeasure>& probe_measure_table() {
        "oldest key query i sees (0 on a global layer and with window_keep_first >= 1, else i - W + 1 once i >= W); "
        "windowed models only",
        K::per_head, N::window, true, true, &LayerProbeSums::oldest_key_mass},
+      {"oldest_key_chance", "oldest-key chance",
+       "oldest_key_chance: mean over oldest_key_mass's queries of 1 / |V(i)|; windowed models only", K::per_head,
+       N::window, true, true, &LayerProbeSums::oldest_key_chance, "", true},
+      {"trigger_key_mass", "trigger first-key mass",
+       "trigger_key_mass: first_key_mass over the queries whose input token is a trigger token (a dormant head puts "
+       "little mass on key 0 there); null without trigger tokens",
+       K::per_head, N::trigger, true, true, &LayerProbeSums::trigger_key_mass, "", true},
+      {"trigger_key_chance", "trigger chance", "trigger_key_chance: first_key_chance over the same trigger queries",
+       K::per_head, N::trigger, true, true, &LayerProbeSums::trigger_key_chance, "", true},
+      {"other_key_mass", "other first-key mass",
+       "other_key_mass: first_key_mass over the other queries (a dormant head puts most mass on key 0 there); null "
+       "without trigger tokens",
+       K::per_head, N::trigger, true, true, &LayerProbeSums::other_key_mass, "", true},
+      {"other_key_chance", "other chance", "other_key_chance: first_key_chance over the same other queries",
+       K::per_head, N::trigger, true, true, &LayerProbeSums::other_key_chance, "", true},
+      {"value_drain", "value drain",
+       "value_drain: mean over sequences of ||v_0|| / median_j ||v_j||, j over all T positions (position 0 "
+       "included; zero medians skipped): the value-state drain of Guo et al. 2024",
+       K::per_head, N::any_arm, false, true, &LayerProbeSums::value_drain, "", true},
+      {"residual_peak", "residual peak",
+       "residual_peak: per layer, mean over sequences of ||h_0|| / median_t ||h_t||, h the residual stream after the "
+       "block (zero medians skipped): the residual-state peak of Guo et al. 2024; model: mean over layers",
+       K::per_layer, N::any_arm, false, true, &LayerProbeSums::residual_peak, "", true},
+      {"inf_norm", "inf-norm",
+       "inf_norm: per layer, mean over sequences of max |x| over the T x d values x of the block's output "
+       "(Bondarenko et al. 2023); model: mean over layers",
+       K::per_layer, N::any_arm, false, true, &LayerProbeSums::inf_norm, "", true},
+      {"max_inf_norm", "max inf-norm", "max_inf_norm: model only, the largest layer inf_norm", K::layer_max,
+       N::any_arm, false, true, nullptr, "inf_norm", true},
+      {"kurtosis", "kurtosis",
+       "kurtosis: per layer, mean over sequences of mean((x - mu)^4) / (std^4 + 1e-6) over the same T x d values, "
+       "std unbiased (3 for Gaussian values; Bondarenko et al. 2023); model: mean over layers",
+       K::per_layer, N::any_arm, false, true, &LayerProbeSums::kurtosis, "", true},
+      {"max_kurtosis", "max kurtosis", "max_kurtosis: model only, the largest layer kurtosis", K::layer_max,
+       N::any_arm, false, true, nullptr, "kurtosis", true},
   };
   return table;
 }

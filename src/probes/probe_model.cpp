@@ -29,12 +29,14 @@ class ReferenceBackendScope {
 }  // namespace
 
 ProbeSummary probe_model(GPTImpl& model, const std::vector<Batch>& batches, const c10::Device& device,
-                         Progress* progress) {
+                         Progress* progress, const std::vector<int64_t>& trigger_tokens) {
   torch::NoGradGuard no_grad;
   ReferenceBackendScope reference(model);
   const auto& cfg = model.config();
-  const auto features = probe_features(cfg);
+  auto features = probe_features(cfg);
+  features.triggers = !trigger_tokens.empty();
   std::vector<LayerProbeSums> sums(size_t(cfg.n_layer), LayerProbeSums(cfg.n_head));
+  at::Tensor trigger;  // (B, T) of the batch in flight, in the model's positions
 
   ForwardHooks hooks;
   hooks.return_probs = true;
@@ -47,10 +49,16 @@ ProbeSummary probe_model(GPTImpl& model, const std::vector<Batch>& batches, cons
     if (features.gate) in.gate = t.keys.gate;
     if (features.out_gate) in.out_gate = t.out_gate;  // (B, T, H) or (B, T, H d)
     in.window = t.window;
+    in.trigger = trigger;
     accumulate_layer(in, sums[size_t(t.layer)]);
+  };
+  hooks.on_residual = [&](int64_t layer, const at::Tensor& x) {  // layer l + 1: after block l
+    if (layer >= 1) accumulate_residual(x, sums[size_t(layer - 1)]);
+    return x;
   };
   if (progress) progress->add_total(int64_t(batches.size()));
   for (const auto& batch : batches) {
+    if (features.triggers) trigger = trigger_queries(batch.x, trigger_tokens, model.arm().sink_token);
     model.forward(batch.x.to(device), &hooks);
     if (progress) progress->advance();
   }

@@ -40,11 +40,12 @@ void check_measure_keys(const json& obj, bool per_head_only, const std::string& 
     }
     if (per_head_only && !per_head(*m)) throw std::invalid_argument(where + "." + item.key() + " has no per-head values");
   }
-  // Files from before the output gate lack its measures: null (an arm without one) is what they would hold.
+  // Files from before a measure lack it (ProbeMeasure::may_lack): it reads as none. Files from before
+  // the output gate lack its measures: null (an arm without one) is what they would hold.
   // A model without a window lists no window measure (ProbeMeasure::listed).
   for (const auto& m : probe_measure_table())
-    if ((!per_head_only || per_head(m)) && !obj.contains(m.name) && m.needs != ProbeMeasure::Needs::out_gate &&
-        m.listed(windowed))
+    if ((!per_head_only || per_head(m)) && !obj.contains(m.name) && !m.may_lack &&
+        m.needs != ProbeMeasure::Needs::out_gate && m.listed(windowed))
       throw std::invalid_argument("lacks \"" + detail::json_path(where, m.name) + "\"");
 }
 
@@ -66,6 +67,11 @@ ProbeLayerSummary read_layer(const json& j, const ArmHas& has, const std::string
   for (size_t i = 0; i < table.size(); ++i) {
     const auto& m = table[i];
     const std::string at = where + ".heads." + m.name;
+    if (m.kind == ProbeMeasure::Kind::layer_max) continue;  // model only
+    if (m.may_lack && !(per_head(m) ? heads : j).contains(m.name)) {  // a file from before the measure: none
+      if (per_head(m)) layer.heads[i].assign(n_head, std::nullopt);
+      continue;
+    }
     if (!per_head(m)) {
       layer.mean.values[i] = read_value(m, json_field<json>(j, m.name, where), has, where + "." + m.name);
       continue;
@@ -114,7 +120,7 @@ json to_json(const ProbeSummary& s) {
     json l = {{"layer", layer.layer}, {"heads", json::object()}, {"mean", json::object()}};
     if (layer.local) l["type"] = *layer.local ? "local" : "global";
     for (size_t i = 0; i < table.size(); ++i) {
-      if (!table[i].listed(windowed)) continue;
+      if (!table[i].listed(windowed) || table[i].kind == ProbeMeasure::Kind::layer_max) continue;
       if (!per_head(table[i])) {
         l[table[i].name] = json_number(layer.mean.values[i]);
         continue;
@@ -150,7 +156,8 @@ ProbeSummary probe_summary_from_json(const json& j, const ProbeFeatures& has) {
     check_measure_keys(obj, false, where, has.windowed());
     MeasureValues values;
     for (size_t i = 0; i < table.size(); ++i)
-      values.values[i] = read_value(table[i], obj.value(table[i].name, json()), has, where + "." + table[i].name);
+      if (!table[i].may_lack || obj.contains(table[i].name))
+        values.values[i] = read_value(table[i], obj.value(table[i].name, json()), has, where + "." + table[i].name);
     return values;
   };
   s.model = read_means(json_field<json>(j, "model", "summary"), "summary.model");
@@ -213,7 +220,10 @@ InjectOutcome inject_outcome_from_json(const json& j) {
 }
 
 json to_json(const ProbeResult& p) {
-  json j = {{"provenance", to_json(p.provenance)}, {"conventions", p.conventions}, {"summary", to_json(p.summary)}};
+  json j = {{"provenance", to_json(p.provenance)},
+            {"conventions", p.conventions},
+            {"trigger_tokens", p.trigger_tokens},
+            {"summary", to_json(p.summary)}};
   if (p.sink_state)
     j["sink_state"] = {{"max_ratio", json_number(p.sink_state->max_ratio)}, {"layer", p.sink_state->layer}};
   return j;
@@ -225,7 +235,10 @@ ProbeResult probe_result_from_json(const json& j) {
   p.conventions = json_field<std::vector<std::string>>(j, "conventions", "");
   const auto& arm = arm_by_name(p.provenance.arm);
   const auto summary = json_field<json>(j, "summary", "");
-  ProbeFeatures features{arm.sink != SinkKind::none, arm.gate != GateKind::none, arm.out_gate != OutputGate::none, {}};
+  if (j.contains("trigger_tokens"))  // files from before trigger tokens: none
+    p.trigger_tokens = json_field<std::vector<int64_t>>(j, "trigger_tokens", "");
+  ProbeFeatures features{arm.sink != SinkKind::none, arm.gate != GateKind::none, arm.out_gate != OutputGate::none, {},
+                         !p.trigger_tokens.empty()};
   // A windowed model's layers carry their types (the cache check compares them with the model's).
   for (const auto& layer : summary.value("layers", json::array()))
     if (layer.is_object() && layer.contains("type")) features.local_layers.push_back(layer["type"] == "local");

@@ -45,7 +45,22 @@ SinkStateRatio sink_state_ratio(GPTImpl& model, const Batch& batch, const c10::D
   return best;
 }
 
-ProbeResult probe_target(TrainedRun& t, Progress* progress) {
+// The lines of the extreme-token measures that no table row says: trigger queries, chance, layers.
+void add_extreme_token_conventions(std::vector<std::string>& conventions, const std::vector<int64_t>& triggers) {
+  std::string list;
+  for (int64_t token : triggers) list += (list.empty() ? "" : ",") + std::to_string(token);
+  conventions.push_back(triggers.empty() ? "trigger queries: none (no trigger tokens given), so the trigger and other "
+                                           "masses are null"
+                                         : "trigger queries: the queries i >= 1 that see key 0 and whose input token is "
+                                           "one of " + list + " (sink_token's learned token never is); other: the rest");
+  conventions.push_back("chance: the mass uniform attention over the keys each query sees would put on key 0, so a "
+                        "mass near its chance is no sink; the sink term (phantom mass) is no key and never counts");
+  conventions.push_back("per-layer measures (residual_peak, inf_norm, kurtosis) read the residual stream after block l, "
+                        "the layer of the other measures (activations.md's layer l + 1); medians of an even count are "
+                        "the mean of the two middle values");
+}
+
+ProbeResult probe_target(TrainedRun& t, const std::vector<int64_t>& triggers, Progress* progress) {
   t.provenance.attention = "reference backend, one layer's [B, H, T, T] probabilities at a time";
   auto conventions = position_conventions();
   const auto& cfg = t.model->config();
@@ -66,10 +81,11 @@ ProbeResult probe_target(TrainedRun& t, Progress* progress) {
   }
   conventions.push_back("sink_state.max_ratio: the largest over residual layers l >= 1 of max_c |x_c| / median_c |x_c| "
                         "at position 0 of the first probe sequence (the massive-activation ratio; null = +inf)");
-  auto summary = probe_model(*t.model, t.batches, t.device, progress);
+  add_extreme_token_conventions(conventions, triggers);
+  auto summary = probe_model(*t.model, t.batches, t.device, progress, triggers);
   std::optional<SinkStateRatio> sink;
   if (!t.batches.empty()) sink = sink_state_ratio(*t.model, t.batches.front(), t.device);
-  return {t.provenance, conventions, std::move(summary), sink};
+  return {t.provenance, conventions, std::move(summary), sink, triggers};
 }
 
 InjectResult inject_target(TrainedRun& t, const InjectOptions& options, Progress* progress) {
@@ -92,7 +108,7 @@ InjectResult inject_target(TrainedRun& t, const InjectOptions& options, Progress
 
 ProbeResult run_probe(const ProbeSource& source, const ProbeDataOptions& data) {
   auto t = load_target(source, data);
-  return probe_target(t, data.progress);
+  return probe_target(t, data.trigger_tokens, data.progress);
 }
 
 InjectResult run_inject(const ProbeSource& source, const ProbeDataOptions& data, const InjectOptions& options) {
@@ -107,16 +123,18 @@ ProbeResult cached_probe(const ProbeSource& source, const ProbeDataOptions& data
   auto t = load_target(source, data);
   const auto file = dir / "probe.json";
   const auto& cfg = t.model->config();
+  auto features = probe_features(cfg);
+  features.triggers = !data.trigger_tokens.empty();
   auto fits = [&](const ProbeResult& r) {
-    check_probe_summary(r.summary, probe_features(cfg), cfg.n_layer, cfg.n_head);
+    check_probe_summary(r.summary, features, cfg.n_layer, cfg.n_head);
     if (!r.sink_state) throw std::invalid_argument("written before the sink-state ratio");  // probe again
   };
-  if (auto hit = read_cached_probe(file, result_key(t.provenance), fits)) {
+  if (auto hit = read_cached_probe(file, result_key(t.provenance, data.trigger_tokens), fits)) {
     if (reused) *reused = true;
     return *hit;
   }
   if (reused) *reused = false;
-  auto probe = probe_target(t, data.progress);
+  auto probe = probe_target(t, data.trigger_tokens, data.progress);
   write_outputs(dir, probe_files(probe));
   return probe;
 }

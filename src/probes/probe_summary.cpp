@@ -18,6 +18,14 @@ double mean_of(const std::vector<double>& values) {
   return n ? sum / double(n) : std::nan("");
 }
 
+// Largest of the finite values; NaN when there is none.
+double max_of(const std::vector<double>& values) {
+  double best = std::nan("");
+  for (double v : values)
+    if (std::isfinite(v) && !(v <= best)) best = v;
+  return best;
+}
+
 double share_above(const std::vector<double>& values, double threshold) {
   if (values.empty()) return std::nan("");
   int64_t n = 0;
@@ -25,24 +33,35 @@ double share_above(const std::vector<double>& values, double threshold) {
   return double(n) / double(values.size());
 }
 
+bool per_head(const ProbeMeasure& m) { return m.kind == ProbeMeasure::Kind::per_head; }
+bool per_layer(const ProbeMeasure& m) { return m.kind == ProbeMeasure::Kind::per_layer; }
+
+// A per-head measure's H means, a per-layer one's single value.
 std::vector<double> head_means(const LayerProbeSums& layer, const ProbeMeasure& m) {
   std::vector<double> heads;
-  for (int64_t h = 0; h < layer.n_head(); ++h) heads.push_back((layer.*m.sums).mean(h));
+  const int64_t n = per_head(m) ? layer.n_head() : 1;
+  for (int64_t h = 0; h < n; ++h) heads.push_back((layer.*m.sums).mean(h));
   return heads;
 }
 
-using HeadValues = std::vector<std::vector<double>>;  // [measure][every (layer, head) pooled]
+// [measure][every (layer, head) pooled]; a per-layer measure pools one value per layer.
+using HeadValues = std::vector<std::vector<double>>;
 
-// The model rule over the pooled heads of some layers: per-head measures their mean, the sink rate
-// the share of them above the threshold.
+// The model rule over the pooled heads (and layers) of some layers: per-head and per-layer measures
+// their mean, the sink rate the share of heads above the threshold, a layer maximum the largest.
 MeasureValues pooled_means(const HeadValues& pooled, const ProbeFeatures& f) {
   const auto& table = probe_measure_table();
   const size_t sink_score = probe_measure_index("sink_score");
   MeasureValues out;
   for (size_t i = 0; i < table.size(); ++i) {
     const auto& m = table[i];
-    const double v = m.kind == ProbeMeasure::Kind::per_head ? mean_of(pooled[i])
-                                                            : share_above(pooled[sink_score], kSinkRateThreshold);
+    double v = 0.0;
+    switch (m.kind) {
+      case ProbeMeasure::Kind::per_head:
+      case ProbeMeasure::Kind::per_layer: v = mean_of(pooled[i]); break;
+      case ProbeMeasure::Kind::sink_rate: v = share_above(pooled[sink_score], kSinkRateThreshold); break;
+      case ProbeMeasure::Kind::layer_max: v = max_of(pooled[probe_measure_index(m.of)]); break;
+    }
     out.values[i] = m.applies(f) ? MeasureValue(v) : std::nullopt;
   }
   return out;
@@ -61,13 +80,16 @@ ProbeSummary summary_of_heads(const std::vector<HeadValues>& heads, const ProbeF
     if (f.windowed()) layer.local = bool(f.local_layers.at(l));
     for (size_t i = 0; i < table.size(); ++i) {
       const auto& m = table[i];
-      if (m.kind != ProbeMeasure::Kind::per_head) continue;
-      for (double v : heads[l][i]) layer.heads[i].push_back(value(m, v));
+      if (!per_head(m) && !per_layer(m)) continue;
+      if (per_head(m))
+        for (double v : heads[l][i]) layer.heads[i].push_back(value(m, v));
       every_head[i].insert(every_head[i].end(), heads[l][i].begin(), heads[l][i].end());
       if (layer.local) by_type[*layer.local][i].insert(by_type[*layer.local][i].end(), heads[l][i].begin(), heads[l][i].end());
     }
     HeadValues own(heads[l].begin(), heads[l].end());
     layer.mean = pooled_means(own, f);
+    for (size_t i = 0; i < table.size(); ++i)
+      if (table[i].kind == ProbeMeasure::Kind::layer_max) layer.mean.values[i] = std::nullopt;  // model only
     out.layers.push_back(std::move(layer));
   }
   out.model = pooled_means(every_head, f);
@@ -107,7 +129,7 @@ ProbeSummary probe_summary(const std::vector<LayerProbeSums>& layers, const Prob
   std::vector<HeadValues> heads(layers.size(), HeadValues(table.size()));
   for (size_t l = 0; l < layers.size(); ++l)
     for (size_t i = 0; i < table.size(); ++i)
-      if (table[i].kind == ProbeMeasure::Kind::per_head) heads[l][i] = head_means(layers[l], table[i]);
+      if (per_head(table[i]) || per_layer(table[i])) heads[l][i] = head_means(layers[l], table[i]);
   return summary_of_heads(heads, features);
 }
 
@@ -123,7 +145,14 @@ void check_probe_summary(const ProbeSummary& s, const ProbeFeatures& features, i
     const std::optional<bool> type = features.windowed() ? std::optional<bool>(features.local_layers[l]) : std::nullopt;
     if (layer.local != type) inconsistent(at + " has another layer type than the model's");
     for (size_t i = 0; i < table.size(); ++i) {
-      if (table[i].kind != ProbeMeasure::Kind::per_head) continue;
+      const std::string name = at + "." + table[i].name;
+      if (table[i].applies(features) && table[i].kind != ProbeMeasure::Kind::layer_max && !layer.mean.values[i])
+        inconsistent(name + " is none: written before the measure");
+      if (per_layer(table[i])) {
+        check_range(table[i], layer.mean.values[i], name);
+        heads[l][i].push_back(layer.mean.values[i] ? *layer.mean.values[i] : std::nan(""));
+      }
+      if (!per_head(table[i])) continue;
       const auto& row = layer.heads.at(i);
       if (int64_t(row.size()) != n_head)
         inconsistent(at + "." + table[i].name + " has " + std::to_string(row.size()) + " heads, but the model has " +

@@ -79,6 +79,11 @@ TEST_F(ProbeE2E, ProbeWritesProvenanceAndMatricesForEveryArm) {
     EXPECT_EQ(j["provenance"]["length"], 16);
     EXPECT_EQ(j["summary"]["model"]["phantom_mass"].is_number(), spec.sink != SinkKind::none) << arm;
     EXPECT_EQ(j["summary"]["model"]["gate_mean"].is_number(), spec.gate != GateKind::none) << arm;
+    // Every arm has the extreme-token and outlier measures; without trigger tokens their masses are null.
+    for (const char* m : {"first_key_chance", "value_drain", "residual_peak", "max_inf_norm", "kurtosis", "max_kurtosis"})
+      EXPECT_TRUE(j["summary"]["model"][m].is_number()) << arm << " " << m;
+    EXPECT_TRUE(j["summary"]["model"]["trigger_key_mass"].is_null()) << arm;
+    EXPECT_TRUE(fs::exists(run / "probes/probe_layers.csv")) << arm;
     // The matrix CSV holds the JSON's per-head values, layer by layer.
     std::istringstream csv(read(run / "probes/probe_first_key_mass.csv"));
     std::string line;
@@ -105,6 +110,20 @@ TEST_F(ProbeE2E, ProbeWritesProvenanceAndMatricesForEveryArm) {
   const auto j = nlohmann::json::parse(read(seeded / "probe.json"));
   EXPECT_EQ(j["provenance"]["probe_seed"], 5);
   EXPECT_NE(j["provenance"]["selection"].get<std::string>().find("seed 5"), std::string::npos);
+  // --trigger-tokens: the trigger and other masses and their chances are numbers, the tokens are in the file.
+  const auto triggered = dir() / "triggered";
+  ASSERT_EQ(run_cli({"probe", "--checkpoint", run_dir("baseline").string(), "--sequences", "4", "--trigger-tokens",
+                     "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15", "--out", triggered.string()},
+                    dir() / "p.log"),
+            0)
+      << read(dir() / "p.log");
+  const auto t = nlohmann::json::parse(read(triggered / "probe.json"));
+  EXPECT_EQ(t["trigger_tokens"].size(), 16u);  // a quarter of the 64 ids: some of the 64 queries carry one
+  for (const char* m : {"trigger_key_mass", "trigger_key_chance", "other_key_mass", "other_key_chance"}) {
+    ASSERT_TRUE(t["summary"]["model"][m].is_number()) << m;
+    EXPECT_GT(t["summary"]["model"][m].get<double>(), 0.0) << m;
+    EXPECT_LE(t["summary"]["model"][m].get<double>(), 1.0) << m;
+  }
 }
 
 TEST_F(ProbeE2E, InjectCleanLossEqualsEvalAndEpsZeroChangesNothing) {

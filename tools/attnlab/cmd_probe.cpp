@@ -1,4 +1,5 @@
-// `attnlab probe --checkpoint <run or file> [--data <val shards>] [--sequences N --length T --seed S]`
+// `attnlab probe --checkpoint <run or file> [--data <val shards>] [--sequences N --length T --seed S]
+// [--trigger-tokens 3,7]`
 // and `attnlab inject ... --kind K --cutoff C --eps E,... [--blocks all|i,j] [--seed S]`: the
 // trained-model measurements of SPEC section 4 (docs/probes.md).
 #include <iostream>
@@ -84,18 +85,25 @@ void write_and_print(const std::filesystem::path& dir, const std::map<std::strin
 void add_probe_command(CLI::App& app) {
   struct Args : CommonArgs {
     int64_t seed = -1;
+    std::vector<int64_t> trigger_tokens;
   };
   auto args = std::make_shared<Args>();
-  auto* cmd = app.add_subcommand("probe", "First-key mass, sink rate, phantom mass, read-norm ratio, exposure and "
-                                          "gates per layer and head of a checkpoint (SPEC section 4)");
+  auto* cmd = app.add_subcommand("probe", "First-key mass and its chance, sink rate, phantom mass, read-norm ratio, "
+                                          "exposure, gates, value drain, residual peak and outlier statistics per "
+                                          "layer and head of a checkpoint (SPEC section 4)");
   add_common(cmd, *args);
   cmd->add_option("--seed", args->seed, "Draw N windows of the val shards with this seed (default: the first N sequences)")
       ->check(non_negative());
+  cmd->add_option("--trigger-tokens", args->trigger_tokens,
+                  "Token ids of the trigger queries, comma-separated: first-key mass on them against the other "
+                  "queries (active and dormant heads; default: none)")
+      ->delimiter(',')->check(non_negative());
   cmd->callback([args] {
     log_to_stderr("probe");  // the tables alone on stdout
     Progress progress("probe " + args->checkpoint, "batches", progress_wanted(args->quiet));
     auto data = data_of(*args, progress);
     if (args->seed >= 0) data.seed = uint64_t(args->seed);
+    data.trigger_tokens = args->trigger_tokens;
     const auto probe = run_probe(source_of(*args), data);
     write_and_print(out_dir(*args), probe_files(probe), "probe.md");
   });

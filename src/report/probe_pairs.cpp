@@ -114,9 +114,10 @@ std::vector<ProbePair> measure_pairs(const Group& g, const std::string& measure)
 const char* const kSinkStateMeasure = "sink_state";
 
 const std::vector<std::string>& paired_probe_measures() {
-  static const std::vector<std::string> names = {"first_key_mass", "sink_rate",       "read_norm_ratio",
-                                                 "value_drain",    "residual_peak",   "kurtosis_mean",
-                                                 "inf_norm_max",   kSinkStateMeasure};
+  static const std::vector<std::string> names = {"first_key_mass", "first_key_chance", "trigger_key_mass",
+                                                 "other_key_mass",  "sink_rate",        "value_drain",
+                                                 "residual_peak",   "kurtosis",         "max_inf_norm",
+                                                 kSinkStateMeasure};
   return names;
 }
 

@@ -106,9 +106,19 @@ InjectResult inject_target(TrainedRun& t, const InjectOptions& options, Progress
 
 }  // namespace
 
+namespace {
+
+// The trigger tokens given, else the run's own eval.trigger_tokens (the queries its loss splits by).
+std::vector<int64_t> trigger_tokens_of(const ProbeDataOptions& data, const TrainedRun& t) {
+  if (!data.trigger_tokens.empty() || !t.config) return data.trigger_tokens;
+  return t.config->eval.trigger_tokens;
+}
+
+}  // namespace
+
 ProbeResult run_probe(const ProbeSource& source, const ProbeDataOptions& data) {
   auto t = load_target(source, data);
-  return probe_target(t, data.trigger_tokens, data.progress);
+  return probe_target(t, trigger_tokens_of(data, t), data.progress);
 }
 
 InjectResult run_inject(const ProbeSource& source, const ProbeDataOptions& data, const InjectOptions& options) {
@@ -121,20 +131,21 @@ InjectResult run_inject(const ProbeSource& source, const ProbeDataOptions& data,
 ProbeResult cached_probe(const ProbeSource& source, const ProbeDataOptions& data, const std::filesystem::path& dir,
                          bool* reused) {
   auto t = load_target(source, data);
+  const auto triggers = trigger_tokens_of(data, t);
   const auto file = dir / "probe.json";
   const auto& cfg = t.model->config();
   auto features = probe_features(cfg);
-  features.triggers = !data.trigger_tokens.empty();
+  features.triggers = !triggers.empty();
   auto fits = [&](const ProbeResult& r) {
     check_probe_summary(r.summary, features, cfg.n_layer, cfg.n_head);
     if (!r.sink_state) throw std::invalid_argument("written before the sink-state ratio");  // probe again
   };
-  if (auto hit = read_cached_probe(file, result_key(t.provenance, data.trigger_tokens), fits)) {
+  if (auto hit = read_cached_probe(file, result_key(t.provenance, triggers), fits)) {
     if (reused) *reused = true;
     return *hit;
   }
   if (reused) *reused = false;
-  auto probe = probe_target(t, data.trigger_tokens, data.progress);
+  auto probe = probe_target(t, triggers, data.progress);
   write_outputs(dir, probe_files(probe));
   return probe;
 }

@@ -273,6 +273,71 @@ TEST_F(TrainTest, TaskAccuraciesAreLoggedAtEvaluationsAndChangeNothingTrained) {
   EXPECT_FALSE(fs::exists(dir_ / "bad"));
 }
 
+// data.sampling: document with eval.trigger_tokens (docs/data.md): documents separated by
+// tokenizer.json's eot, every sequence starting at a document start or continuing one; the run
+// resumes bit for bit, the split is logged at every evaluation and in final.json and changes
+// nothing trained; without a known separator the run is refused before its directory is claimed.
+TEST_F(TrainTest, DocumentAlignedWindowsResumeExactlyAndTheLossSplitsByTrigger) {
+  fs::create_directories(dir_ / "docs");
+  auto documents = [](size_t n, uint32_t seed) {  // documents of 5 to 40 tokens after an eot of 63
+    std::mt19937 rng(seed);
+    auto body = patterned_tokens(n, seed);
+    std::vector<uint16_t> out;
+    for (size_t i = 0; i < body.size();) {
+      out.push_back(63);
+      for (size_t len = 4 + rng() % 36; len > 0 && i < body.size(); --len) out.push_back(body[i++] % 63);
+    }
+    return out;
+  };
+  write_shard(dir_ / "docs/d_val_000000.bin", documents(4096, 1));
+  write_shard(dir_ / "docs/d_train_000001.bin", documents(40000, 2));
+  std::ofstream(dir_ / "docs/tokenizer.json") << R"({"tokenizer": "bytes", "vocab_size": 64, "eot": 63, "source": "test"})";
+  const std::vector<std::string> doc = {"data.train=" + (dir_ / "docs/d_train_*.bin").string(),
+                                        "data.val=" + (dir_ / "docs/d_val_*.bin").string(), "data.sampling=document"};
+  auto with = doc;
+  with.push_back("eval.trigger_tokens=[0, 3, 6]");
+  ASSERT_EQ(train(config("plain", doc)).status, TrainStatus::finished);
+  const auto straight = train(config("split", with));
+  ASSERT_EQ(straight.status, TrainStatus::finished);
+  TrainOptions stop;
+  stop.stop_after_steps = 5;
+  ASSERT_EQ(train(config("resumed", with), stop).status, TrainStatus::interrupted);
+  ASSERT_EQ(train(config("resumed", with)).final_val_loss, straight.final_val_loss);
+
+  const auto plain = metrics(dir_ / "plain"), split = metrics(dir_ / "split"), resumed = metrics(dir_ / "resumed");
+  ASSERT_EQ(split.size(), 12u);
+  ASSERT_EQ(resumed.size(), 12u);
+  for (size_t i = 0; i < split.size(); ++i) {
+    const int64_t step = split[i]["step"];
+    EXPECT_EQ(split[i]["train_loss"], plain[i]["train_loss"]) << step;
+    EXPECT_EQ(split[i]["val_loss"], plain[i]["val_loss"]) << step;
+    EXPECT_EQ(split[i]["train_loss"], resumed[i]["train_loss"]) << step;
+    EXPECT_FALSE(plain[i].contains("val_loss_trigger"));
+    ASSERT_EQ(split[i].contains("val_loss_trigger"), step % 4 == 0) << step;
+    ASSERT_EQ(resumed[i].contains("val_loss_trigger"), step % 4 == 0) << step;
+    if (step % 4 != 0) continue;
+    EXPECT_EQ(split[i].at("val_loss_trigger"), resumed[i].at("val_loss_trigger")) << step;
+    EXPECT_EQ(split[i].at("val_loss_other"), resumed[i].at("val_loss_other")) << step;
+    const double trig = split[i]["val_loss_trigger"], other = split[i]["val_loss_other"], all = split[i]["val_loss"];
+    EXPECT_LT(std::min(trig, other), all + 1e-9) << step;  // the whole is a mix of its two parts
+    EXPECT_GT(std::max(trig, other), all - 1e-9) << step;
+  }
+  const auto final_json = nlohmann::json::parse(std::ifstream(dir_ / "split/final.json"));
+  EXPECT_EQ(final_json["val_loss_trigger"], split.back()["val_loss_trigger"]);
+  EXPECT_EQ(final_json["val_loss_other"], split.back()["val_loss_other"]);
+  EXPECT_FALSE(nlohmann::json::parse(std::ifstream(dir_ / "plain/final.json")).contains("val_loss_trigger"));
+  // The same data without the option: another order, another validation set.
+  auto random = doc;
+  random.back() = "data.sampling=random";
+  EXPECT_NE(train(config("random", random)).final_val_loss, straight.final_val_loss);
+
+  // The shards of the fixture have a tokenizer.json without eot: refused, naming the pattern.
+  const auto error = error_of<DataError>([&] { train(config("refused", {"data.sampling=document"})); });
+  EXPECT_NE(error.find((dir_ / "data/*_train_*.bin").string() + ": data.sampling: document"), std::string::npos) << error;
+  EXPECT_NE(error.find("names no \"eot\""), std::string::npos) << error;
+  EXPECT_FALSE(fs::exists(dir_ / "refused"));
+}
+
 TEST_F(TrainTest, ValidationLossFalls) {
   train(config("a", {"train.max_steps=24"}));
   std::vector<double> val;

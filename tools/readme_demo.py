@@ -9,6 +9,8 @@ paper-layout table; from probes.md, when present, the paired probe differences.
 
     python3 tools/readme_demo.py REPORT_DIR            rewrite README.md's excerpt from REPORT_DIR
     python3 tools/readme_demo.py --check REPORT_DIR    exit 1 (and show a diff) when they differ
+    python3 tools/readme_demo.py --readme docs/sweeps.md --marker phenomena-report REPORT_DIR
+                                                      the same for another marked excerpt
 
 REPORT_DIR may also be report.md itself (then probes.md is read beside it). scripts/demo.sh runs
 --check after every demo and says how to update the README when the figures of this machine's build
@@ -21,6 +23,11 @@ import sys
 
 BEGIN = "<!-- demo-report:begin -->"
 END = "<!-- demo-report:end -->"
+
+
+def markers(name):
+    """The begin and end markers of the excerpt `name` ("demo-report" is README.md's)."""
+    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
 
 
 def table_after(lines, start):
@@ -82,13 +89,14 @@ def read_report(path):
     return report.read_text(encoding="utf-8"), probes.read_text(encoding="utf-8") if probes.is_file() else None
 
 
-def rewrite(readme_text, body):
-    """README text with the marked block replaced by body (a fenced block)."""
-    if readme_text.count(BEGIN) != 1 or readme_text.count(END) != 1:
-        raise ValueError(f"README.md must hold {BEGIN} and {END} once each")
-    head, rest = readme_text.split(BEGIN)
-    _, tail = rest.split(END)
-    return head + BEGIN + "\n```\n" + "\n".join(body) + "\n```\n" + END + tail
+def rewrite(readme_text, body, name="demo-report"):
+    """Text with the block marked `name` replaced by body (a fenced block)."""
+    begin, end = markers(name)
+    if readme_text.count(begin) != 1 or readme_text.count(end) != 1:
+        raise ValueError(f"the file must hold {begin} and {end} once each")
+    head, rest = readme_text.split(begin)
+    _, tail = rest.split(end)
+    return head + begin + "\n```\n" + "\n".join(body) + "\n```\n" + end + tail
 
 
 def main():
@@ -96,10 +104,12 @@ def main():
     parser.add_argument("report", type=pathlib.Path, help="the report directory (or its report.md) of a finished demo sweep")
     parser.add_argument("--readme", type=pathlib.Path, default=pathlib.Path(__file__).resolve().parents[1] / "README.md")
     parser.add_argument("--check", action="store_true", help="only compare; exit 1 when README.md differs")
+    parser.add_argument("--marker", default="demo-report",
+                        help="the excerpt's marker name in --readme (docs/sweeps.md holds phenomena-report)")
     args = parser.parse_args()
     try:
         readme = args.readme.read_text(encoding="utf-8")
-        new = rewrite(readme, excerpt(*read_report(args.report)))
+        new = rewrite(readme, excerpt(*read_report(args.report)), args.marker)
     except (OSError, ValueError) as e:
         sys.exit(f"readme_demo.py: {e}")
     if new == readme:

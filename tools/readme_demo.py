@@ -5,7 +5,8 @@ The excerpt between the markers `<!-- demo-report:begin -->` and `<!-- demo-repo
 README.md is cut from a finished demo's report directory (runs/sweeps/demo/report/, written by
 `attnlab report ... --probes`, which scripts/demo.sh runs): from report.md the paired-differences
 table, its "Not in this sweep" line, the noise-floor line and, when the report has one, the
-paper-layout table; from probes.md, when present, the paired probe differences.
+paper-layout table; from probes.md, when present, the first per-arm table and the paired probe
+differences.
 
     python3 tools/readme_demo.py REPORT_DIR            rewrite README.md's excerpt from REPORT_DIR
     python3 tools/readme_demo.py --check REPORT_DIR    exit 1 (and show a diff) when they differ
@@ -72,6 +73,10 @@ def excerpt(report_text, probes_text=None):
         out += paper + [""]
     if probes_text:
         plines = probes_text.splitlines()
+        arms = [i for i, line in enumerate(plines) if line.startswith("## Trained-model measurements")]
+        if arms:  # the first group's per-arm table (the null twins' comes after it)
+            table, _ = table_after(plines, arms[0])
+            out += [plines[arms[0]].lstrip("# "), ""] + table + [""]
         heads = [i for i, line in enumerate(plines) if line.startswith("### Paired probe differences")]
         for i in heads:
             table, _ = table_after(plines, i)

@@ -86,8 +86,9 @@ struct ProbePairGroup {
 
 /// "sink_state": the probe's massive-activation ratio at position 0 (ProbeResult::sink_state).
 extern const char* const kSinkStateMeasure;
-/// The measures that are paired, where the probe has them: first-key mass, sink rate, the value and
-/// residual figures, kurtosis, the massive-activation ratio.
+/// The measures that are paired, where the probe has them: first-key mass (all, trigger and other
+/// queries), sink rate, value drain, residual peak, kurtosis, the largest inf-norm and the
+/// massive-activation ratio.
 const std::vector<std::string>& paired_probe_measures();
 std::vector<ProbePairGroup> pair_probe_results(const ProbeReport& results);
 /// One table per group: mean, sd, 95% t interval, p, Holm, sign agreement and n per (measure, arm);

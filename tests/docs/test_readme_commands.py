@@ -22,13 +22,13 @@ CHEAP = [
 ]
 # Not run in CI, by prefix, and why. (They were run by hand from a fresh corpus when the README changed.)
 EXPENSIVE = {
-    "scripts/demo.sh": "setup, build, corpus and an 8-run sweep: about 20 minutes",
+    "scripts/demo.sh": "setup, build, corpora and a 9-run sweep: about 28 minutes from a fresh machine",
     "scripts/test.sh": "the whole suite; this test is part of it",
     "build/attnlab train ": "trains the micro tier for 600 steps on the prepared corpus (minutes)",
     "build/attnlab eval ": "needs the trained run runs/sl",
     "build/attnlab sample ": "needs the trained run runs/sl",
     "build/attnlab watch ": "needs the trained run runs/sl",
-    "build/attnlab sweep --config configs/sweeps/demo.yaml": "runs the demo sweep (about 6.5 minutes on 2 cores)",
+    "build/attnlab sweep --config configs/sweeps/demo.yaml": "runs the demo sweep (about 6 minutes on 2 cores; tests/demo runs it)",
     "build/attnlab report ": "needs a finished sweep",
     "build/attnlab retention ": "needs the trained run runs/sl",
     "build/attnlab ablate ": "needs the trained run runs/sl",

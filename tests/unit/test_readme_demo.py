@@ -68,11 +68,17 @@ EXPECTED = [
     "| zero-option increment, L(baseline) - L(sink_logit) | ours | +0.1501 |",
 ]
 
-PROBES = """# Probes
+PROBES = """## Trained-model measurements, tier bb (mean over seeds)
 
 | arm | first-key mass |
 |---|---:|
 | baseline | 50% |
+
+## Trained-model measurements, tier bb (null) (mean over seeds)
+
+| arm | first-key mass |
+|---|---:|
+| baseline | 49% |
 
 ### Paired probe differences, bb
 
@@ -92,7 +98,8 @@ class ReadmeDemo(unittest.TestCase):
 
     def test_the_paired_probe_table_follows_from_probes_md(self):
         self.assertEqual(rd.excerpt(REPORT, PROBES), EXPECTED + [
-            "", "Paired probe differences, bb", "", "| measure | arm | mean |", "|---|---|---:|",
+            "", "Trained-model measurements, tier bb (mean over seeds)", "", "| arm | first-key mass |", "|---|---:|",
+            "| baseline | 50% |", "", "Paired probe differences, bb", "", "| measure | arm | mean |", "|---|---|---:|",
             "| first_key_mass | out_gate | -30.00% |"])
 
     def test_only_the_marked_block_changes(self):

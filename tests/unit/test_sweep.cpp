@@ -332,16 +332,28 @@ TEST(ShippedSweeps, PaperGridIsNineArmsFourTiersAndThePapersSeeds) {
   EXPECT_EQ(runs.back().resolved.data.val_tokens, 10485760);  // FineWeb-Edu's fixed validation set
 }
 
-TEST(ShippedSweeps, DemoIsFourArmsTwoSeedsOnTheMicroTier) {
+TEST(ShippedSweeps, DemoIsBaselineAndOutGateWithTwinsOnTheBigramBackcopyTask) {
   const fs::path root = attnlab::test::source_dir();
   const auto runs = expand_sweep(load_sweep(root / "configs/sweeps/demo.yaml"));
-  ASSERT_EQ(runs.size(), 8u);
-  EXPECT_EQ(runs.front().name, "micro/baseline/s1");
-  EXPECT_EQ(runs.back().name, "micro/combo2/s2");
+  ASSERT_EQ(runs.size(), 9u);  // 2 arms x 3 seeds, and a null twin of each baseline run
+  EXPECT_EQ(runs.front().name, "bb/baseline/s1");
+  EXPECT_EQ(runs[5].name, "bb/out_gate/s3");
+  EXPECT_EQ(runs.back().name, "bb/baseline/null/s3");
   for (const auto& r : runs) {
     EXPECT_EQ(r.resolved.train.threads, 1);
-    EXPECT_LT(r.resolved.total_steps(), 600);  // cut below the micro tier's budget to fit 20 minutes
+    EXPECT_EQ(r.resolved.total_steps(), 400);  // the bb tier's 500 cut to fit 6 minutes on 2 cores
+    EXPECT_EQ(r.resolved.data.sampling, WindowSampling::document);  // BOS at position 0
+    EXPECT_EQ(r.resolved.model.vocab_size, 65);
   }
+}
+
+TEST(ShippedSweeps, PhenomenaIsSixArmsThreeSeedsAndBaselineTwins) {
+  const fs::path root = attnlab::test::source_dir();
+  const auto runs = expand_sweep(load_sweep(root / "configs/sweeps/phenomena.yaml"));
+  ASSERT_EQ(runs.size(), 6u * 3 + 3);
+  EXPECT_EQ(runs.back().name, "bb/baseline/null/s3");
+  EXPECT_EQ(runs.front().resolved.total_steps(), 500);
+  EXPECT_EQ(runs.front().resolved.eval.trigger_tokens, (std::vector<int64_t>{0, 1, 2}));
 }
 
 TEST(ShippedSweeps, NullPairsTwinEveryDemoRunOfBaselineAndSinkLogit) {
@@ -352,9 +364,9 @@ TEST(ShippedSweeps, NullPairsTwinEveryDemoRunOfBaselineAndSinkLogit) {
   EXPECT_EQ(runs[10].resolved.effective_init_seed(), 1001u);
   EXPECT_EQ(runs[10].resolved.effective_data_seed(), 1u);
   EXPECT_EQ(runs.back().name, "micro/sink_logit/null/s5");
-  // The originals are the demo's runs (same config hash; eval.tasks is outside it), plus seeds 3 to 5.
-  const auto demo = expand_sweep(load_sweep(root / "configs/sweeps/demo.yaml"));
-  EXPECT_EQ(runs[0].config_hash, demo[0].config_hash);
+  // The originals are configs/demo.yaml's micro runs on the Python documentation.
+  EXPECT_EQ(runs[0].resolved.tier, "micro");
+  EXPECT_EQ(runs[0].resolved.data.train, "data/pydoc/pydoc_train_*.bin");
 }
 
 }  // namespace

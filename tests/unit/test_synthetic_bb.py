@@ -136,6 +136,12 @@ class PrepareData(unittest.TestCase):
         self.assertAlmostEqual(floor["other_nats"], sum(other) / len(other), places=9)
         self.assertAlmostEqual(floor["all_nats"], sum(other) / (512 * 256), places=9)
 
+    def test_the_shipped_config_names_the_default_task_triggers(self):
+        with open(os.path.join(os.path.dirname(__file__), "..", "..", "configs", "bb.yaml"), encoding="utf-8") as f:
+            line = next(l for l in f if l.strip().startswith("trigger_tokens:"))
+        listed = [int(t) for t in line.split("[")[1].split("]")[0].split(",")]
+        self.assertEqual(listed, list(bb.make_task().triggers))
+
     def test_bad_arguments_are_refused_by_name(self):
         with tempfile.TemporaryDirectory() as tmp:
             for args, word in ((["--triggers", "99"], "triggers"), (["--train-docs", "0"], "--train-docs")):

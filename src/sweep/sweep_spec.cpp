@@ -135,6 +135,10 @@ NullPairs read_null_pairs(const YAML::Node& node, const std::string& file) {
   }
   if (!node["arms"]) throw SweepError(where + ".arms: required (the arms run twice, under two init seeds)");
   pairs.arms = scalar_list(node["arms"], where + ".arms");
+  std::set<std::string> seen;
+  for (const auto& arm : pairs.arms)
+    if (!seen.insert(arm).second)
+      throw SweepError(where + ".arms: " + arm + " is listed twice (each run of an arm has one null twin)");
   if (const auto offset = node["init_seed_offset"]) {
     try {
       pairs.init_seed_offset = yaml_io::read_scalar<uint64_t>(offset, "null_pairs.init_seed_offset");

@@ -107,6 +107,9 @@ TEST_F(SweepTest, NullPairsAddOneTwinPerRunOfTheirArmsUnderAnotherInitSeed) {
             (dir() / "sweeps/s.yaml").string() + ": null_pairs.arms: combo has no run in the grid");
   EXPECT_EQ(error_of("grid:\n  seed: [1]\nnull_pairs: {arms: [baseline], offset: 3}\n"),
             (dir() / "sweeps/s.yaml").string() + ": null_pairs.offset: unknown key (known: arms, init_seed_offset, grids)");
+  EXPECT_EQ(error_of("grid:\n  seed: [1]\nnull_pairs: {arms: [baseline, baseline]}\n"),
+            (dir() / "sweeps/s.yaml").string() +
+                ": null_pairs.arms: baseline is listed twice (each run of an arm has one null twin)");
   EXPECT_EQ(error_of("grid:\n  seed: [1]\nnull_pairs: {arms: [baseline], init_seed_offset: 0}\n"),
             (dir() / "sweeps/s.yaml").string() +
                 ": null_pairs.init_seed_offset: must be positive (0 would run each twin under its original's seed)");

@@ -239,6 +239,16 @@ void paper_layout_table(std::ostream& out, const SweepReport& r, const std::stri
   out << "\n";
 }
 
+// Groups paired beside other runs (SweepReport::windows, ::variants): a section per group, what it
+// pairs, and its table on its floor.
+void beside_tables(std::ostream& out, const SweepReport& r, const std::vector<GroupReport>& groups,
+                   const std::string& heading, const std::string& what, const std::string& title) {
+  for (const auto& g : groups) {
+    out << "## " << heading << ": " << rf::group_title(g) << "\n\n" << what << "\n\n";
+    difference_table(out, r, g, title, g.differences, g.noise_floor);
+  }
+}
+
 void unfinished_list(std::ostream& out, const SweepReport& r) {
   std::vector<const RunRecord*> open;
   for (const auto& run : r.runs)
@@ -277,20 +287,14 @@ std::string report_markdown(const SweepReport& r) {
     if (std::find(variants.begin(), variants.end(), g.variant) == variants.end()) variants.push_back(g.variant);
   }
   for (const auto& v : variants) paper_layout_table(out, r, v);
-  for (const auto& w : r.windows) {  // docs/windows.md, "The report and the sweep"
-    out << "## Zero-option increment under windows: " << rf::group_title(w) << "\n\n"
-        << "Each windowed run against its full-attention twin: the run of the same config without the window keys "
-           "(same seed, so the same initial parameters and batches). Arms marked @full are the twins.\n\n";
-    difference_table(out, r, w, "Window differences (nats; positive: the arm subtracted is better)", w.differences,
-                     w.noise_floor);
-  }
-  for (const auto& v : r.variants) {  // docs/sweeps.md, "Grid lists"
-    out << "## Variant against the plain runs: " << rf::group_title(v) << "\n\n"
-        << "Each run of the variant against the tier's run of the same arm and seed without the variant's grid keys "
-           "(the same initial parameters and batches). Arms marked @plain are those runs; the floor is theirs.\n\n";
-    difference_table(out, r, v, "Variant differences (nats; positive: the plain run is better)", v.differences,
-                     v.noise_floor);
-  }
+  beside_tables(out, r, r.windows, "Zero-option increment under windows",  // docs/windows.md
+                "Each windowed run against its full-attention twin: the run of the same config without the window keys "
+                "(same seed, so the same initial parameters and batches). Arms marked @full are the twins.",
+                "Window differences (nats; positive: the arm subtracted is better)");
+  beside_tables(out, r, r.variants, "Variant against the plain runs",  // docs/sweeps.md, "Grid lists"
+                "Each run of the variant against the tier's run of the same arm and seed without the variant's grid keys "
+                "(the same initial parameters and batches). Arms marked @plain are those runs; the floor is theirs.",
+                "Variant differences (nats; positive: the plain run is better)");
   unfinished_list(out, r);
   return out.str();
 }

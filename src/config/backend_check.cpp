@@ -34,7 +34,11 @@ std::vector<PlannedCall> planned_calls(const RunConfig& c, const c10::Device& de
   const int64_t positions = model.block_size + (model.arm_spec().sink_token ? 1 : 0);
   std::vector<PlannedCall> out;
   std::set<std::pair<int64_t, int64_t>> seen;
-  for (int64_t l = 0; l < model.n_layer; ++l) {
+  // The pattern repeats over depth, so its first period holds every distinct window: a config with
+  // 2^63 layers is refused by its size check later, not walked layer by layer here.
+  const int64_t period =
+      model.window_pattern && !model.window_pattern->empty() ? static_cast<int64_t>(model.window_pattern->size()) : 1;
+  for (int64_t l = 0; l < std::min(model.n_layer, period); ++l) {
     const auto window = model.layer_window(l);
     if (!seen.emplace(window.window, window.keep_first).second) continue;
     AttentionRequest r;

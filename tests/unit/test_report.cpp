@@ -87,6 +87,15 @@ class ReportTest : public ::testing::Test {
                                          << R"({"step":51,"tokens":6528,"train_loss":5.0,"val_loss":null})" "\n"
                                          << nlohmann::json({{"step", 100}, {"tokens", 12800}, {"val_loss", loss}}).dump() << "\n";
   }
+  // Baseline's null twins at seeds 1 and 2 in `tier`, variant `variant`: 4.103 and 4.196, so +0.003 and
+  // -0.004 against t1's baseline (the floor 0.0035 sqrt 2), in the manifest.
+  void baseline_twins(const std::string& tier, const std::string& variant) {
+    variant_ = variant;
+    for (uint64_t seed : {1, 2}) add_to_manifest(tier, "baseline", seed);
+    finished(tier, "baseline", 1, 4.103);
+    finished(tier, "baseline", 2, 4.196);
+    write_manifest();
+  }
   void partial(const std::string& tier, const std::string& arm, uint64_t seed, int64_t step) {
     fs::create_directories(claim(tier, arm, seed) / "checkpoints" / ("step_0000" + std::to_string(step)));
   }
@@ -174,11 +183,7 @@ TEST_F(ReportTest, AVariantPairsArmForArmWithThePlainRunsOnTheirFloor) {
     add_to_manifest("t1", "baseline", seed);
     finished("t1", "baseline", seed, sgd[seed - 1]);
   }
-  variant_ = "null";
-  for (uint64_t seed : {1, 2}) add_to_manifest("t1", "baseline", seed);
-  finished("t1", "baseline", 1, 4.103);
-  finished("t1", "baseline", 2, 4.196);
-  write_manifest();
+  baseline_twins("t1", "null");
   const auto r = build_report(dir(), false);
   ASSERT_EQ(r.variants.size(), 1u);
   const auto& v = r.variants[0];
@@ -217,12 +222,8 @@ TEST_F(ReportTest, TheWindowTableStatesTheFloorOfTheTwinsGroup) {
       finished("tw", "baseline", seed, (w ? windowed : full)[seed - 1]);
     }
   }
-  variant_ = "model.window_pattern-G/null";
   window_ = std::nullopt;
-  for (uint64_t seed : {1, 2}) add_to_manifest("tw", "baseline", seed);
-  finished("tw", "baseline", 1, 4.103);
-  finished("tw", "baseline", 2, 4.196);
-  write_manifest();
+  baseline_twins("tw", "model.window_pattern-G/null");
   const auto r = build_report(dir(), false);
   ASSERT_EQ(r.windows.size(), 1u);
   ASSERT_TRUE(r.windows[0].noise_floor.has_value());
@@ -678,11 +679,7 @@ TEST_F(ReportTest, TriggerAndOtherLossesArePairedLikeTheFinalLoss) {
 
   // Twins give each domain a floor of its own, from the twins' losses in that domain: trigger
   // 0.52 / 0.37 against 0.50 / 0.40 (+0.02, -0.03: sd 0.05 / sqrt 2), other 2.51 / 2.60 (+0.01, 0).
-  variant_ = "null";
-  for (uint64_t seed : {1, 2}) add_to_manifest("t1", "baseline", seed);
-  write_manifest();
-  finished("t1", "baseline", 1, 4.103);
-  finished("t1", "baseline", 2, 4.196);
+  baseline_twins("t1", "null");
   const double tt[] = {0.52, 0.37}, to[] = {2.51, 2.60};
   for (uint64_t s = 1; s <= 2; ++s) add_split("baseline", s, tt[s - 1], to[s - 1]);
   const auto twinned = build_report(dir(), false);

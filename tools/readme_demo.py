@@ -4,7 +4,7 @@
 The excerpt between the markers `<!-- demo-report:begin -->` and `<!-- demo-report:end -->` in
 README.md is cut from a finished demo's report directory (runs/sweeps/demo/report/, written by
 `attnlab report ... --probes`, which scripts/demo.sh runs): from report.md the paired-differences
-table, its "Not in this sweep" line, the noise-floor line and, when the report has one, the
+table, its Holm-family line, its "Not in this sweep" line, the noise-floor line and, when the report has one, the
 paper-layout table and each variant's table against the plain runs (a grid list's); from probes.md,
 when present, the first per-arm table and the paired probe differences.
 
@@ -59,6 +59,8 @@ def excerpt(report_text, probes_text=None):
         raise ValueError("the report's paired-differences table is empty")
     out = differences + [""]
     for line in lines[after:]:
+        if line.startswith("p Holm: over"):  # the table's Holm family
+            out += [line, ""]
         if line.startswith("Not in this sweep:"):
             out += [line, ""]
             break

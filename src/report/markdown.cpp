@@ -119,8 +119,10 @@ void difference_table(std::ostream& out, const SweepReport& r, const GroupReport
       << "\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" << (floor ? "---:|" : "")
       << (paper ? "---:|" : "") << "\n";
   std::vector<std::string> notes;
+  size_t family = 0;  // the rows p Holm adjusts over (adjust_family): this table's, and no other's
   for (const auto& d : differences) {
     if (!rf::in_sweep(g, d)) continue;
+    if (d.p_holm) ++family;
     const auto& s = d.stats;
     const auto test = rf::test_cells(d);
     auto measured = [&](const std::string& c) { return s.n ? c : "-"; };  // no pairs: nothing measured
@@ -140,6 +142,9 @@ void difference_table(std::ostream& out, const SweepReport& r, const GroupReport
         notes.push_back(fmt::format("{}: seed {} not paired ({})", d.contrast.quantity, skip.seed, skip.reason));
   }
   out << "\n";
+  if (family > 0)
+    out << "p Holm: over the " << family << (family == 1 ? " row" : " rows")
+        << " of this table with a p (t), its own family; the same contrast in another table has that table's.\n\n";
   for (const auto& note : notes) out << "- " << note << "\n";
   if (!notes.empty()) out << "\n";
   not_in_sweep_line(out, g, differences);

@@ -1,5 +1,5 @@
 """tools/readme_demo.py on a hand-made report.md, probes.md and README: the excerpt is the
-paired-differences table, its "Not in this sweep" line, the noise-floor line, the paper-layout table
+paired-differences table, its Holm-family line, its "Not in this sweep" line, the noise-floor line, the paper-layout table
 when there is one and the paired probe differences, nothing else; only the marked block
 of the README changes; --check exits 1 on a difference and 0 once rewritten. And README.md itself
 holds the markers, so scripts/demo.sh's check can find its excerpt.
@@ -35,6 +35,8 @@ REPORT = """# attnlab report: runs/sweeps/demo
 |---|---|---:|
 | zero-option increment | L(baseline) - L(sink_logit) | +0.1501 |
 
+p Holm: over the 1 row of this table with a p (t), its own family; the same contrast in another table has that table's.
+
 - zero-option increment: seed 3 not paired (no run)
 
 Not in this sweep: standalone gain norm_gate (no run of norm_gate).
@@ -58,6 +60,9 @@ EXPECTED = [
     "| quantity | definition | mean |",
     "|---|---|---:|",
     "| zero-option increment | L(baseline) - L(sink_logit) | +0.1501 |",
+    "",
+    "p Holm: over the 1 row of this table with a p (t), its own family; the same contrast in another table has "
+    "that table's.",
     "",
     "Not in this sweep: standalone gain norm_gate (no run of norm_gate).",
     "",

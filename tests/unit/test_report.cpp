@@ -378,6 +378,10 @@ TEST_F(ReportTest, PairedTIntervalPValueAndSeedsNeededInEveryRendering) {
   EXPECT_NE(md.find("| zero-option increment | L(baseline) - L(sink_logit) | +0.0100 | n/a | n/a | n/a | n/a | n/a | n/a "
                     "| 1/1 | 1 | n/a | n/a |"),
             std::string::npos) << md;
+  // Each table names its Holm family: t1's ten rows with a t p-value; t2's single seeds have none.
+  const auto t1 = md.substr(md.find("## tier t1"), md.find("## tier t2") - md.find("## tier t1"));
+  EXPECT_NE(t1.find("p Holm: over the 10 rows of this table with a p (t), its own family"), std::string::npos) << t1;
+  EXPECT_EQ(md.substr(md.find("## tier t2")).find("p Holm: over"), std::string::npos) << md;
   const auto j = report_json(report);
   const auto& zero = j["groups"][0]["differences"][0];
   const auto& t = zero["paired_t"];

@@ -53,4 +53,11 @@ const ProbeMeasure& probe_measure(const std::string& name);
 /// The index in probe_measure_table() of the row called `name`; throws as probe_measure().
 size_t probe_measure_index(const std::string& name);
 
+/// Whether the measure averages the queries that see key 0 (first-key mass and its chance, over all,
+/// trigger or other queries; sink score and sink rate). That set differs by layer type: on a local
+/// layer of window W (no kept first positions) only queries i < W see key 0, on a global layer every
+/// query does. So a windowed model's mean over both types mixes two query sets, and the report reads
+/// these measures per layer type only (docs/probes.md, "Under a sliding window").
+bool averages_queries_seeing_key0(const ProbeMeasure& measure);
+
 }  // namespace attnlab

@@ -90,6 +90,13 @@ struct ProbePairGroup {
 
 /// "sink_state": the probe's massive-activation ratio at position 0 (ProbeResult::sink_state).
 extern const char* const kSinkStateMeasure;
+
+/// A run's model-level value of `measure` (a probe_measure_table() name, or kSinkStateMeasure) as the
+/// report's tables and pairs read it; none where the run lacks it or it is not finite, and none for a
+/// windowed model with both local and global layers when the measure averages the queries that see
+/// key 0 (averages_queries_seeing_key0): its model mean would mix two query sets, so the report gives
+/// it per layer type instead.
+std::optional<double> report_probe_value(const ProbeReportRun& run, const std::string& measure);
 /// The measures that are paired, where the probe has them: first-key mass (all, trigger and other
 /// queries), sink rate, value drain, residual peak, kurtosis, the largest inf-norm and the
 /// massive-activation ratio.

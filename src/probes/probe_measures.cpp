@@ -1,5 +1,6 @@
 #include "attnlab/probe_measures.h"
 
+#include <set>
 #include <stdexcept>
 
 namespace attnlab {
@@ -117,6 +118,13 @@ size_t probe_measure_index(const std::string& name) {
 }
 
 const ProbeMeasure& probe_measure(const std::string& name) { return probe_measure_table()[probe_measure_index(name)]; }
+
+bool averages_queries_seeing_key0(const ProbeMeasure& measure) {
+  static const std::set<std::string> names = {"first_key_mass",   "first_key_chance",   "sink_score",
+                                              "sink_rate",        "trigger_key_mass",   "trigger_key_chance",
+                                              "other_key_mass",   "other_key_chance"};
+  return names.count(measure.name) > 0;
+}
 
 MeasureValues::MeasureValues() : values(probe_measure_table().size()) {}
 

@@ -20,17 +20,8 @@
 namespace attnlab {
 namespace {
 
-// A probe run's model-level value of `measure`: a row of probe_measure_table(), or sink_state
-// (the massive-activation ratio at position 0); none where the run lacks it or it is not finite.
-std::optional<double> probe_value(const ProbeReportRun& run, const std::string& measure) {
-  if (!run.probe) return std::nullopt;
-  if (measure == kSinkStateMeasure) {
-    const auto& s = run.probe->sink_state;
-    return s && std::isfinite(s->max_ratio) ? std::optional<double>(s->max_ratio) : std::nullopt;
-  }
-  const auto& v = run.probe->summary.model.values[probe_measure_index(measure)];
-  return v && std::isfinite(*v) ? v : std::nullopt;
-}
+// A windowed model's local layers average other queries than its global ones (probe_measures.h).
+bool mixes_layer_types(const ProbeSummary& s) { return s.local && s.global; }
 
 bool has_measure(const std::string& name) {
   if (name == kSinkStateMeasure) return true;
@@ -46,7 +37,7 @@ std::vector<double> differences(const Seeds& a, const Seeds& b, const std::strin
   for (const auto& [seed, run] : a) {
     const auto it = b.find(seed);
     if (it == b.end()) continue;
-    const auto x = probe_value(*run, measure), y = probe_value(*it->second, measure);
+    const auto x = report_probe_value(*run, measure), y = report_probe_value(*it->second, measure);
     if (x && y) out.push_back(*x - *y);
   }
   return out;
@@ -137,6 +128,18 @@ ProbePairGroup pair_group(const std::string& tier, const std::string& variant, c
 }
 
 }  // namespace
+
+std::optional<double> report_probe_value(const ProbeReportRun& run, const std::string& measure) {
+  if (!run.probe) return std::nullopt;
+  if (measure == kSinkStateMeasure) {
+    const auto& s = run.probe->sink_state;
+    return s && std::isfinite(s->max_ratio) ? std::optional<double>(s->max_ratio) : std::nullopt;
+  }
+  const auto& m = probe_measure(measure);
+  if (averages_queries_seeing_key0(m) && mixes_layer_types(run.probe->summary)) return std::nullopt;
+  const auto& v = run.probe->summary.model.values[probe_measure_index(measure)];
+  return v && std::isfinite(*v) ? v : std::nullopt;
+}
 
 const char* const kSinkStateMeasure = "sink_state";
 

@@ -50,16 +50,12 @@ std::string opt_cell(const std::optional<double>& v, bool percent) {
   return percent ? fmt::format("{:.1f}%", 100 * *v) : fmt::format("{:.2f}", *v);
 }
 
-// Model-level value of `measure` over the arm's runs that have a finite one. Throws for an unknown
-// measure.
+// Model-level value of `measure` over the arm's runs that have one as the report reads it
+// (report_probe_value). Throws for an unknown measure.
 std::vector<double> model_values(const Runs& runs, const std::string& measure) {
-  const size_t i = probe_measure_index(measure);
   std::vector<double> out;
-  for (const auto* r : runs) {
-    if (!r->probe) continue;
-    const auto& v = r->probe->summary.model.values[i];
-    if (v && std::isfinite(*v)) out.push_back(*v);
-  }
+  for (const auto* r : runs)
+    if (const auto v = report_probe_value(*r, measure)) out.push_back(*v);
   return out;
 }
 
@@ -87,7 +83,7 @@ bool any_windowed(const std::map<std::string, Runs>& arms) {
 
 // The measures a windowed group shows per layer type, beside the model means.
 const std::vector<std::string>& by_type_measures() {
-  static const std::vector<std::string> names = {"first_key_mass", "oldest_key_mass", "exposure"};
+  static const std::vector<std::string> names = {"first_key_mass", "first_key_chance", "oldest_key_mass", "exposure"};
   return names;
 }
 
@@ -221,7 +217,12 @@ std::string probe_tables_markdown(const ProbeReport& results, bool compare_paper
           << "layer and head; first key = position 0, sink_token's learned token)\n\n";
       probe_table(out, arms, compare_paper);
       out << "\nsink-state max / median: the massive-activation ratio, the largest over residual layers of max_c |x_c| "
-             "/ median_c |x_c| at position 0 of the first probe sequence (docs/activations.md).\n\n";
+             "/ median_c |x_c| at position 0 of the first probe sequence (docs/activations.md).";
+      if (any_windowed(arms))
+        out << " Under a window the first-key masses, their chances, the sink score and the sink rate average the "
+               "queries that see key 0, which are a local layer's first W - 1 and a global layer's every query: a "
+               "model with both types has no model-level value of them (-), only the local and global columns.";
+      out << "\n\n";
     }
     if (any_inject) {
       out << "## Junk injection, tier " << group << ": validation-loss increase over clean (nats; mean ± sd over seeds)\n\n";

@@ -62,6 +62,40 @@ TEST(ProbeTables, MeansAndSdsOverSeedsPerArm) {
   EXPECT_NE(with_paper.find("| *paper, 124m scale:* baseline | | +0.110 |"), std::string::npos) << with_paper;
 }
 
+// A windowed run: model means as probe_with's, first-key mass 15.9% over the local layers and 1.9%
+// over the global ones (none of the type when `types` lacks it).
+ProbeReportRun windowed_run(const std::vector<bool>& types) {
+  auto r = run("baseline", 1, 0.088, 0.3, 0.01);
+  auto& s = r.probe->summary;
+  for (bool local : types) {
+    ProbeLayerSummary layer;
+    layer.local = local;
+    s.layers.push_back(layer);
+    auto& means = local ? s.local : s.global;
+    means.emplace();
+    (*means)["first_key_mass"] = local ? 0.159 : 0.019;
+    (*means)["exposure"] = 0.3;
+  }
+  return r;
+}
+
+TEST(ProbeTables, AWindowedModelWithBothLayerTypesHasNoModelMeanOfQuerySetMeasures) {
+  // Local and global layers: first-key mass and sink rate average different queries on each type, so
+  // the model-level cells are "-" (read-norm ratio and exposure stay); the types have their columns.
+  const auto both = windowed_run({true, false});
+  const auto md = probe_tables_markdown({{both}, {0.4}, 0}, false);
+  EXPECT_NE(md.find("| baseline | - | - | - | 0.500 | - | 30.00% |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 15.90% | 1.90% | - | - | - | - | 30.00% | 30.00% |"), std::string::npos) << md;
+  EXPECT_NE(md.find("a model with both types has no model-level value of them"), std::string::npos) << md;
+  EXPECT_FALSE(report_probe_value(both, "first_key_mass"));
+  EXPECT_FALSE(report_probe_value(both, "sink_rate"));
+  EXPECT_EQ(report_probe_value(both, "exposure"), 0.3);
+  // Every layer local: one query set, so the model mean is read as it is.
+  const auto local_only = windowed_run({true, true});
+  EXPECT_EQ(report_probe_value(local_only, "first_key_mass"), 0.088);
+  EXPECT_NE(probe_tables_markdown({{local_only}, {0.4}, 0}, false).find("| baseline | 8.80% |"), std::string::npos);
+}
+
 TEST(ProbeTables, ARunThatFailedIsListedWithItsError) {
   auto r = run("baseline", 1, 0.02, 0.2, 0.01);
   r.probe.reset();

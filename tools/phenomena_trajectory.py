@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""The extreme-token phenomena of one run along its training: `attnlab probe` on every kept
+"""The extreme-token phenomena of runs along their training: `attnlab probe` on every kept
 checkpoint, and one markdown row per step (docs/sweeps.md, "The phenomena on a CPU").
 
-    python3 tools/phenomena_trajectory.py RUN_DIR [--attnlab build/attnlab] [--out FILE]
+    python3 tools/phenomena_trajectory.py RUN_DIR [RUN_DIR ...] [--attnlab build/attnlab] [--out FILE]
+
+With several runs (the sizes of configs/sweeps/depth_width.yaml, say) the rows of each follow in the
+order given, under a first column "run": each run directory's path below their common folder.
 
 Per checkpoint (RUN_DIR/checkpoints/step_*, in step order; the probe's files go to
 RUN_DIR/trajectory/step_N/ and are reused when present), from its probe.json (docs/probes.md):
@@ -60,8 +63,8 @@ def row(step, probe):
             pct(other), num(max(peaks) if peaks else None), num(sink, 1)]
 
 
-def table(rows):
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---:|" * len(COLUMNS)]
+def table(rows, columns=COLUMNS):
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---:|" * len(columns)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines) + "\n"
 
@@ -77,17 +80,35 @@ def probe_checkpoint(attnlab, checkpoint, out):
     return json.loads(result.read_text(encoding="utf-8"))
 
 
+def run_labels(runs):
+    """Each run's path below the runs' common folder ("s1" for a single run)."""
+    resolved = [run.resolve() for run in runs]
+    common = pathlib.Path(*resolved[0].parts[:-1])
+    for run in resolved[1:]:
+        while common not in run.parents:
+            common = common.parent
+    return [str(run.relative_to(common)) for run in resolved]
+
+
+def run_rows(attnlab, run):
+    """The rows of one run, a checkpoint each, in step order."""
+    steps = checkpoints(run)
+    if not steps:
+        sys.exit(f"phenomena_trajectory.py: {run / 'checkpoints'} holds no step_N checkpoint")
+    return [row(step, probe_checkpoint(attnlab, path, run / "trajectory" / path.name)) for step, path in steps]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run", type=pathlib.Path, help="a run directory with kept checkpoints")
+    parser.add_argument("runs", type=pathlib.Path, nargs="+", help="run directories with kept checkpoints")
     parser.add_argument("--attnlab", type=pathlib.Path, default=pathlib.Path(__file__).resolve().parents[1] / "build/attnlab")
     parser.add_argument("--out", type=pathlib.Path, help="also write the table to this file")
     args = parser.parse_args()
-    steps = checkpoints(args.run)
-    if not steps:
-        sys.exit(f"phenomena_trajectory.py: {args.run / 'checkpoints'} holds no step_N checkpoint")
-    rows = [row(step, probe_checkpoint(args.attnlab, path, args.run / "trajectory" / path.name)) for step, path in steps]
-    text = table(rows)
+    if len(args.runs) == 1:
+        text = table(run_rows(args.attnlab, args.runs[0]))
+    else:
+        rows = [[label] + r for label, run in zip(run_labels(args.runs), args.runs) for r in run_rows(args.attnlab, run)]
+        text = table(rows, ["run"] + COLUMNS)
     sys.stdout.write(text)
     if args.out:
         args.out.write_text(text, encoding="utf-8")

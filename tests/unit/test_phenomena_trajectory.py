@@ -42,6 +42,16 @@ class Trajectory(unittest.TestCase):
         self.assertTrue(lines[0].startswith("| step | sink head |"))
         self.assertTrue(lines[3].startswith("| 500 | L0H1 |"))
 
+    def test_several_runs_are_labelled_by_their_path_below_the_common_folder(self):
+        with tempfile.TemporaryDirectory() as d:
+            root = pathlib.Path(d) / "bb" / "baseline"
+            runs = [root / "model.n_layer-2" / "s1", root / "model.n_layer-3" / "model.n_head-4" / "s1"]
+            self.assertEqual(pt.run_labels(runs), ["model.n_layer-2/s1", "model.n_layer-3/model.n_head-4/s1"])
+            self.assertEqual(pt.run_labels(runs[:1]), ["s1"])
+        lines = pt.table([["a/s1"] + pt.row(500, PROBE)], ["run"] + pt.COLUMNS).splitlines()
+        self.assertTrue(lines[0].startswith("| run | step | sink head |"))
+        self.assertTrue(lines[2].startswith("| a/s1 | 500 | L0H1 |"))
+
     def test_checkpoints_in_step_order_and_none_is_refused(self):
         with tempfile.TemporaryDirectory() as d:
             run = pathlib.Path(d)

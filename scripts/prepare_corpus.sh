@@ -9,7 +9,7 @@
 # continuation items of the validation documents, tools/task_convert.py corpus; docs/downstream.md),
 # made again when it is older than the tokenizer or the converter. Last, the synthetic
 # Bigram-Backcopy corpus data/bb/ (tools/synthetic_bb.py, its defaults; two seconds), made again when
-# it is older than its generator.
+# it is older than its generator, and data/pydoc_bytes/, the same documents as UTF-8 bytes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/setup.sh
@@ -83,6 +83,32 @@ write_bb() {
   echo "[corpus] wrote $BB (Bigram-Backcopy, docs/data.md)"
 }
 
+BYTES="${ATTNLAB_BYTES_DIR:-data/pydoc_bytes}"
+
+# The same documents as raw UTF-8 bytes (vocabulary 257): the real-text setting of docs/sweeps.md,
+# where a byte-level model is small enough to train far on two cores. Made again when it is older
+# than the BPE corpus (the same sources) or the tools.
+write_bytes() {
+  local f ok=1
+  [ -f "$BYTES/tokenizer.json" ] || ok=0
+  for f in "$OUT/tokenizer.json" tools/prepare_data.py scripts/prepare_corpus.sh; do
+    [ "$ok" = 1 ] && [ "$BYTES/tokenizer.json" -nt "$f" ] || ok=0
+  done
+  [ "$ok" = 1 ] && return
+  local sources package version tmp="$BYTES.tmp.$$"
+  sources=$(attnlab_python_doc_sources)
+  package=$(basename "$(dirname "$(dirname "$sources")")")
+  version=$(dpkg-query -W -f='${Version}' "$package" 2>/dev/null || echo unknown)
+  rm -rf "$tmp"
+  "$ATTNLAB_VENV/bin/python" tools/prepare_data.py text --inputs "$sources/**/*.rst.txt" --out "$tmp" \
+    --name pydoc_bytes --tokenizer bytes --val-fraction 0.05 \
+    --source "Debian package $package $version: $sources/**/*.rst.txt as UTF-8 bytes (Python Software Foundation License Version 2)" \
+    >/dev/null
+  rm -rf "$BYTES"
+  mv "$tmp" "$BYTES"
+  echo "[corpus] wrote $BYTES (the same documents as UTF-8 bytes, docs/data.md)"
+}
+
 if up_to_date; then
   echo "[corpus] $OUT is up to date"
 else
@@ -90,3 +116,4 @@ else
 fi
 write_task
 write_bb
+write_bytes

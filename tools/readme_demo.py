@@ -5,8 +5,8 @@ The excerpt between the markers `<!-- demo-report:begin -->` and `<!-- demo-repo
 README.md is cut from a finished demo's report directory (runs/sweeps/demo/report/, written by
 `attnlab report ... --probes`, which scripts/demo.sh runs): from report.md the paired-differences
 table, its "Not in this sweep" line, the noise-floor line and, when the report has one, the
-paper-layout table; from probes.md, when present, the first per-arm table and the paired probe
-differences.
+paper-layout table and each variant's table against the plain runs (a grid list's); from probes.md,
+when present, the first per-arm table and the paired probe differences.
 
     python3 tools/readme_demo.py REPORT_DIR            rewrite README.md's excerpt from REPORT_DIR
     python3 tools/readme_demo.py --check REPORT_DIR    exit 1 (and show a diff) when they differ
@@ -71,6 +71,10 @@ def excerpt(report_text, probes_text=None):
     if paper_at is not None:
         paper, _ = table_after(lines, paper_at)
         out += paper + [""]
+    for i, line in enumerate(lines):  # a grid list's variants against the plain runs
+        if line.startswith("## Variant against the plain runs"):
+            table, _ = table_after(lines, i)
+            out += [line.lstrip("# "), ""] + table + [""]
     if probes_text:
         plines = probes_text.splitlines()
         arms = [i for i, line in enumerate(plines) if line.startswith("## Trained-model measurements")]

@@ -1,8 +1,11 @@
 // Which keys a query of a local layer sees (docs/windows.md, "The rule"). Plain C++: the config
-// records, the model and the attention calls share it without the tensor headers.
+// records, the model and the attention calls share it without the tensor headers; the rule itself
+// is the kernels' (attnlab_kernels/window_rule.h), so the torch side and the kernels cannot differ.
 #pragma once
 
 #include <cstdint>
+
+#include "attnlab_kernels/window_rule.h"
 
 namespace attnlab {
 
@@ -20,10 +23,9 @@ struct AttentionWindow {
   /// True when some query of a call over `k_len` key positions cannot see some key it would see
   /// without the window: local and k_len > W + n. Otherwise the call is full causal attention, and
   /// every backend runs it as a global layer, bit for bit (docs/windows.md).
-  /// (k_len - W > n: no overflow for any W, n >= 0.)
-  bool hides_keys(int64_t k_len) const { return window > 0 && k_len - window > keep_first; }
+  bool hides_keys(int64_t k_len) const { return kernels::window_hides_keys(window, keep_first, k_len); }
   /// Whether query position p sees key position j.
-  bool sees(int64_t p, int64_t j) const { return j <= p && (window == 0 || p - j < window || j < keep_first); }
+  bool sees(int64_t p, int64_t j) const { return kernels::window_sees(window, keep_first, p, j); }
 };
 
 }  // namespace attnlab

@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "attnlab/attention.h"
+#include "attnlab/attention_request.h"
 
 namespace attnlab {
 
@@ -22,10 +23,10 @@ namespace attnlab {
 inline constexpr int64_t kCudnnMaxHeadDim = 125;
 
 /// Why `cudnn_attention` cannot serve a call, or "" when it can: CUDA only, bfloat16 or float16,
-/// compute capability >= 8.0 (`cuda_capability` as device.h's cuda_compute_capability(); 0 when unknown,
-/// not checked), head_dim <= kCudnnMaxHeadDim, the square causal case (Tq = Tk) and no key mask.
-std::string cudnn_refusal(const at::Device& device, at::ScalarType dtype, int64_t head_dim, int64_t q_len,
-                          int64_t k_len, bool key_mask, int cuda_capability = 0);
+/// compute capability >= 8.0 (`cuda_capability` 0: unknown, not checked), head_dim <=
+/// kCudnnMaxHeadDim, the square causal case (Tq = Tk) and no key mask. The cudnn row of the backend
+/// table (backend_table.cpp) refuses probabilities and a window that hides a key besides.
+std::string cudnn_refusal(const AttentionRequest& request);
 
 /// What the cuDNN forward returns, as the op returns it: o laid out like q, lse (nats, float32) in
 /// the op's own shape ([B, H, T, 1] in torch 2.11), and the dropout RNG state its backward asks for.

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "attnlab/attention.h"
+#include "attnlab/attention_request.h"
 
 namespace attnlab {
 
@@ -20,17 +21,16 @@ inline constexpr int kFlashMinCudaCapability = 80;
 ///  - CPU: any floating dtype (float32, float64, bfloat16, float16);
 ///  - CUDA: bfloat16 or float16 (FlashAttention-2 has no float32), head_dim + 3 <= 256 (the
 ///    routing bias rides in 3 spare columns below the kernels' limit of 256), and a device of compute
-///    capability >= 8.0 (`cuda_capability` as device.h's cuda_compute_capability() gives it; 0 when
-///    unknown, not checked);
+///    capability >= 8.0 (`cuda_capability` 0: unknown, not checked);
 ///  - queries and keys of equal length: the square causal case (the CPU kernel aligns its causal
 ///    mask top-left, so KV-cache decoding with Tq < Tk is left to the other backends);
-///  - no key mask.
-/// `head_dim` and the lengths are those of q [B, H, Tq, d] and k [B, H, Tk, d].
+///  - no key mask;
 ///  - a window (a local layer that hides a key, attention_window.h): on CUDA keep_first = 0 only
 ///    (FlashAttention-2's window_size_left = W - 1); on CPU any, the kernel run over query chunks
 ///    against the keys each chunk sees (docs/windows.md, "Backends").
-std::string flash_refusal(const at::Device& device, at::ScalarType dtype, int64_t head_dim, int64_t q_len,
-                          int64_t k_len, bool key_mask, int cuda_capability = 0, const AttentionWindow& window = {});
+/// What the flash backend's row refuses besides (backend_table.cpp): probabilities, and half types on
+/// the CPU; flash_attention() itself runs those so the key-column tests can check CUDA's composition.
+std::string flash_refusal(const AttentionRequest& request);
 
 /// How the arm's extras reach the kernel (docs/kernels.md, "The flash backend"):
 ///  - device: the device's own way. CPU: the routing bias is the kernel's additive mask and an lse

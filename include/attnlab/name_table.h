@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace attnlab {
@@ -24,7 +25,11 @@ class NameTable {
   /// order errors list them; `aliases`: other spellings parse accepts and never writes ("proj").
   /// Throws std::logic_error for a name or a value given twice (a table that could not round-trip).
   NameTable(const char* what, std::initializer_list<Entry> names, std::initializer_list<Entry> aliases = {})
-      : what_(what), names_(names), aliases_(aliases) {
+      : NameTable(what, std::vector<Entry>(names), std::vector<Entry>(aliases)) {}
+
+  /// The same from lists built at run time (the attention backends' names come from their table).
+  NameTable(const char* what, std::vector<Entry> names, std::vector<Entry> aliases)
+      : what_(what), names_(std::move(names)), aliases_(std::move(aliases)) {
     std::vector<std::string> seen;
     for (const auto* list : {&names_, &aliases_})
       for (const auto& e : *list) {

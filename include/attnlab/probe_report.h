@@ -78,10 +78,14 @@ struct ProbePair {
 
 /// A tier and variant's paired probe differences and, where it has null twins, each measure's
 /// floor: the sd of m(twin) - m(original) over every twin of the group (same arm and seed).
+/// With `against_plain` (a variant in a tier that also has plain runs, as a grid list gives them:
+/// docs/sweeps.md, "Grid lists"), the rows are m(arm, variant) - m(arm), each arm against its own plain
+/// runs seed for seed, and the floors are the plain group's.
 struct ProbePairGroup {
   std::string tier, variant;
   std::vector<ProbePair> pairs;  ///< measure by measure (paired_probe_measures()' order), arms in the registry's
   std::map<std::string, std::optional<double>> floors;  ///< empty without twins; none where fewer than 2 pair
+  bool against_plain = false;
 };
 
 /// "sink_state": the probe's massive-activation ratio at position 0 (ProbeResult::sink_state).
@@ -90,6 +94,7 @@ extern const char* const kSinkStateMeasure;
 /// queries), sink rate, value drain, residual peak, kurtosis, the largest inf-norm and the
 /// massive-activation ratio.
 const std::vector<std::string>& paired_probe_measures();
+/// Every group's pairs against baseline, then every variant's against the plain runs.
 std::vector<ProbePairGroup> pair_probe_results(const ProbeReport& results);
 /// One table per group: mean, sd, 95% t interval, p, Holm, sign agreement and n per (measure, arm);
 /// with twins, the floor and mean / floor.

@@ -159,10 +159,12 @@ struct NoiseFloor {
   SampleStats stats;                  ///< over pairs' values
 };
 
-/// The null differences of `twins` (the group's null twin runs) against `runs` (the group's own):
-/// a twin pairs with the finished run of its arm and seed when both finished on the same validation
-/// data (val_fingerprint, val_tokens); otherwise it is skipped, saying why.
-NoiseFloor noise_floor(const std::vector<const RunRecord*>& runs, const std::vector<const RunRecord*>& twins);
+/// The null differences of `twins` (the group's null twin runs) against `runs` (the group's own) in
+/// `quantity`: a twin pairs with the finished run of its arm and seed when both have the quantity and
+/// finished on the same data (final_loss_quantity(): val_fingerprint, val_tokens); otherwise it is
+/// skipped, saying why.
+NoiseFloor noise_floor(const std::vector<const RunRecord*>& runs, const std::vector<const RunRecord*>& twins,
+                       const PairedQuantity& quantity = final_loss_quantity());
 
 
 /// One task metric of a group (docs/downstream.md): the arms' mean accuracy and the contrasts over the
@@ -181,7 +183,9 @@ struct TaskReport {
 struct DomainReport {
   std::string domain;  ///< "val_loss_trigger" or "val_loss_other"
   std::vector<ArmResult> arms;  ///< stats: the loss over finished seeds that have it (paper: none)
-  std::vector<DifferenceResult> differences;
+  std::vector<DifferenceResult> differences;  ///< over_floor against `noise_floor`, where there is one
+  /// The group's null twins in this domain's loss (the floor of its own differences), when the sweep has any.
+  std::optional<NoiseFloor> noise_floor;
 };
 
 /// The runs of one tier (and, for grids over other keys, one variant).
@@ -210,12 +214,21 @@ struct SweepReport {
   /// group of windowed runs whose full-attention twins (RunRecord::full_attention_hash) are in the
   /// sweep: its arms and each twin's as "<arm>@full"; differences window_zero_option (the windowed
   /// group's L(baseline) - L(sink_logit)), full_zero_option (the twins'), window_zero_option_shift
-  /// (their difference, seed for seed) and window_cost_<arm> = L(arm, window) - L(arm, full).
+  /// (their difference, seed for seed) and window_cost_<arm> = L(arm, window) - L(arm, full). Its
+  /// noise floor is the windowed group's, else that of the group its twins belong to.
   std::vector<GroupReport> windows;
+  /// "Variants against the plain runs" (docs/sweeps.md, "Grid lists"), one per group whose variant is
+  /// not "" and not windowed, in a tier that also has plain runs (variant "", as a grid list gives
+  /// them): its arms and the plain runs of the same arms as "<arm>@plain"; differences
+  /// variant_cost_<arm> = L(arm, variant) - L(arm), seed for seed (the same init and data seeds). Its
+  /// noise floor is the plain group's.
+  std::vector<GroupReport> variants;
 };
 
 /// The name a full-attention twin's arm takes in SweepReport::windows: "<arm>@full".
 std::string full_attention_arm(const std::string& arm);
+/// The name a plain run's arm takes in SweepReport::variants: "<arm>@plain".
+std::string plain_variant_arm(const std::string& arm);
 
 /// Collects the runs and computes every group's numbers. Throws as collect_runs() does.
 SweepReport build_report(const std::filesystem::path& sweep_dir, bool compare_paper);

@@ -32,8 +32,8 @@ template <> const NameTable<Precision>& name_table<Precision>();
 std::string to_string(Precision precision);
 
 struct AttentionConfig {
-  /// auto | fused | reference | sdpa | flash (sdpa: arms whose attention is the plain softmax only,
-  /// backend_computes_arm)
+  /// auto | fused | reference | sdpa | flash | cudnn; validate() asks the backend's row of the backend
+  /// table (backend_table.h) whether it can run the model's calls on train.device.
   AttentionBackend backend = AttentionBackend::automatic;
 };
 

@@ -34,6 +34,8 @@ struct GridAxis {
 struct NullPairs {
   std::vector<std::string> arms;
   uint64_t init_seed_offset = 1000;
+  /// `grids: [i, ...]`: twin only the runs of these items of a grid list (0-based); none: every grid's.
+  std::optional<std::vector<size_t>> grids;
 };
 
 /// The variant part that marks a null twin ("<tier>/<arm>[/<variant>]/null/s<seed>").
@@ -49,7 +51,10 @@ struct SweepSpec {
   std::filesystem::path out;          ///< output root
   int64_t threads_per_run = 1;        ///< train.threads of every run (fixed, so the config hash is)
   std::vector<std::string> set;       ///< "key=value" overrides for every run
-  std::vector<GridAxis> grid;         ///< in file order
+  /// `grid:` as one mapping, or a list of mappings whose runs are added in list order (sklearn's
+  /// ParameterGrid convention): each one a cartesian product of its axes, in file order. A list lets a
+  /// sweep run one arm under a second optimizer without the product running every arm under it.
+  std::vector<std::vector<GridAxis>> grids;
   std::vector<std::pair<std::string, std::string>> slurm;  ///< extra #SBATCH --key=value lines
   /// `slurm: time` in seconds; std::nullopt without one (the partition's limit, unknown here) or for none.
   std::optional<int64_t> time_limit_s;
@@ -65,7 +70,8 @@ struct SweepError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// Parses a sweep YAML. Throws SweepError for unknown keys, a missing base / grid / out, a tier file
+/// Parses a sweep YAML. Throws SweepError for unknown keys, a missing base / grid / out, an empty grid
+/// list or a list item that is not a mapping (naming grid[i]), a tier file
 /// that does not exist, a per-tier mapping without a tier axis, a `slurm: time` Slurm cannot read, a
 /// `slurm: signal` (the sweep owns --signal), or a slurm_signal_margin outside 1..65535 s or that
 /// leaves less than kSlurmSignalSlackSeconds of the time limit before it (naming both values).
@@ -113,7 +119,7 @@ std::optional<std::string> null_twin_of(const std::string& variant);
 /// `variant` without the part of grid key `key` (e.g. optim.weight_decay): runs that differ only there.
 std::string variant_without(const std::string& variant, const std::string& key);
 
-/// Expands the grid (the cartesian product, tier axis first in file order) into runs and resolves
+/// Expands each grid (the cartesian product, tier axis first in file order) into runs and resolves
 /// each run's config exactly as `attnlab train` will, then the null twins of `null_pairs` after
 /// them. Writes nothing outside a temporary directory. Throws SweepError on duplicate names, a
 /// null_pairs arm with no run, or an init seed + offset beyond 2^64 - 1; ConfigError (naming the

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "attnlab_kernels/flash_attention.h"
+#include "attnlab_kernels/window_rule.h"
 #include "tile_math.h"
 
 namespace attnlab::kernels::cpu {
@@ -73,7 +74,7 @@ HeadSlice<T> head_slice(const AttentionShape& s, const ForwardArgs& a, int64_t b
   hs.lse = static_cast<T*>(a.lse) + bh * s.q_len;
   hs.tq = s.q_len, hs.tk = s.k_len, hs.d = d;
   hs.scale = static_cast<T>(s.scale);
-  const bool hides = s.window > 0 && s.k_len - s.window > s.keep_first;  // else the global layer's walk, bit for bit
+  const bool hides = window_hides_keys(s.window, s.keep_first, s.k_len);  // else the global layer's walk, bit for bit
   hs.window = hides ? s.window : 0;
   hs.keep = hides ? s.keep_first : 0;
   return hs;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "attnlab_kernels/flash_attention_cuda.h"
+#include "attnlab_kernels/window_rule.h"
 #include "flash_launch.cuh"
 
 namespace attnlab::kernels {
@@ -62,7 +63,7 @@ FlashParams make_params(const AttentionShape& s, const ForwardArgs& a) {
   p.has_sink = s.has_sink;
   // A window that hides no key of the call (Tk <= W + n) runs the global layer's walk, bit for bit
   // (docs/windows.md, "Backends").
-  const bool hides = s.window > 0 && s.k_len - s.window > s.keep_first;  // no W + n: it may overflow
+  const bool hides = window_hides_keys(s.window, s.keep_first, s.k_len);
   p.window = hides ? s.window : 0;
   p.keep_first = hides ? s.keep_first : 0;
   return p;

@@ -2,6 +2,7 @@
 // by flash_api.cu) and the shared-memory geometry of their tiles.
 #pragma once
 
+#include "attnlab_kernels/window_rule.h"
 #include "common.cuh"
 
 namespace attnlab::kernels::cuda {
@@ -40,7 +41,7 @@ struct FlashParams {
   /// Whether the query at position q_pos sees key j: causally, and inside its window or kept
   /// (docs/windows.md, "The rule"). The key mask and the sequence end are the addend's -inf.
   __host__ __device__ bool sees(int64_t q_pos, int64_t j) const {
-    return j <= q_pos && (window == 0 || q_pos - j < window || j < keep_first);
+    return window_sees(window, keep_first, q_pos, j);
   }
 
   /// The first key tile at or after k0 (tiles start at multiples of `rows`) that a query tile whose

@@ -1,17 +1,13 @@
+// The attention backends' names, taken from the backend table's rows (backend_table.h).
 #include "attnlab/attention_backend.h"
+
+#include "attention/backend_detail.h"
 
 namespace attnlab {
 
 template <>
 const NameTable<AttentionBackend>& name_table<AttentionBackend>() {
-  static const NameTable<AttentionBackend> table("attention backend", {
-      {AttentionBackend::automatic, "auto"},
-      {AttentionBackend::fused, "fused"},
-      {AttentionBackend::reference, "reference"},
-      {AttentionBackend::sdpa, "sdpa"},
-      {AttentionBackend::flash, "flash"},
-      {AttentionBackend::cudnn, "cudnn"},
-  });
+  static const NameTable<AttentionBackend> table("attention backend", detail::take_backend_names(), {});
   return table;
 }
 
@@ -20,9 +16,5 @@ AttentionBackend parse_attention_backend(const std::string& name) { return name_
 std::string to_string(AttentionBackend backend) { return name_table<AttentionBackend>().name(backend); }
 
 bool computes_plain_softmax(const ArmSpec& arm) { return arm.sink == SinkKind::none && arm.gate == GateKind::none; }
-
-bool backend_computes_arm(AttentionBackend backend, const ArmSpec& arm) {
-  return backend != AttentionBackend::sdpa || computes_plain_softmax(arm);
-}
 
 }  // namespace attnlab

@@ -44,7 +44,7 @@ AttentionBackend resolved_backend(const SelfCheckCase& c) {
   r.device = c.device, r.dtype = c.dtype, r.head_dim = c.head_dim;
   r.q_len = r.k_len = kSelfCheckLength;
   r.cuda_capability = c.device.is_cuda() ? cuda_compute_capability(c.device) : 0;
-  return resolve_backend(c.backend, r);
+  return resolve_backend(c.backend, r, c.arm);
 }
 
 }  // namespace

@@ -95,20 +95,19 @@ AttentionResult composed(const AttentionInputs& in, const CudnnKernelCalls& call
 
 }  // namespace
 
-std::string cudnn_refusal(const at::Device& device, at::ScalarType dtype, int64_t head_dim, int64_t q_len,
-                          int64_t k_len, bool key_mask, int cuda_capability) {
-  if (auto reason = device_free_refusal(dtype, q_len, k_len, key_mask); !reason.empty()) return reason;
-  if (!device.is_cuda()) return "cuDNN attention runs on CUDA only, got " + device.str();
-  if (dtype != at::kBFloat16 && dtype != at::kHalf) {
-    return std::string("cuDNN's fused attention takes bfloat16 or float16, got ") + c10::toString(dtype);
+std::string cudnn_refusal(const AttentionRequest& r) {
+  if (auto reason = device_free_refusal(r.dtype, r.q_len, r.k_len, r.key_mask); !reason.empty()) return reason;
+  if (!r.device.is_cuda()) return "cuDNN attention runs on CUDA only, got " + r.device.str();
+  if (r.dtype != at::kBFloat16 && r.dtype != at::kHalf) {
+    return std::string("cuDNN's fused attention takes bfloat16 or float16, got ") + c10::toString(r.dtype);
   }
-  if (cuda_capability > 0 && cuda_capability < kFlashMinCudaCapability) {
+  if (r.cuda_capability > 0 && r.cuda_capability < kFlashMinCudaCapability) {
     return "cuDNN's fused attention runs on compute capability 8.0 or newer (sm_80), got " +
-           std::to_string(cuda_capability / 10) + "." + std::to_string(cuda_capability % 10);
+           std::to_string(r.cuda_capability / 10) + "." + std::to_string(r.cuda_capability % 10);
   }
-  if (head_dim > kCudnnMaxHeadDim) {
+  if (r.head_dim > kCudnnMaxHeadDim) {
     return "the cuDNN route takes head_dim <= " + std::to_string(kCudnnMaxHeadDim) +
-           " (3 key columns for the routing bias, padded to 128), got " + std::to_string(head_dim);
+           " (3 key columns for the routing bias, padded to 128), got " + std::to_string(r.head_dim);
   }
   return "";
 }
@@ -122,9 +121,7 @@ AttentionResult cudnn_attention(const AttentionInputs& in) {
     throw std::invalid_argument(std::string(kWho) + ": torch 2.11's cuDNN attention has no sliding window "
                                 "(docs/windows.md); use the flash, fused or reference backend");
   }
-  return composed(in, cudnn_kernel_calls(),
-                  cudnn_refusal(in.q.device(), in.q.scalar_type(), in.q.size(3), in.q.size(2), in.k.size(2),
-                                in.key_mask.defined(), cuda_compute_capability(in.q.device())));
+  return composed(in, cudnn_kernel_calls(), cudnn_refusal(attention_request(in)));
 }
 
 AttentionResult cudnn_attention(const AttentionInputs& in, const CudnnKernelCalls& calls) {

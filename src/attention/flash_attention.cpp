@@ -117,16 +117,18 @@ class FlashAttentionFunction : public torch::autograd::Function<FlashAttentionFu
 
 }  // namespace
 
-std::string flash_refusal(const at::Device& device, at::ScalarType dtype, int64_t head_dim, int64_t q_len,
-                          int64_t k_len, bool key_mask, int cuda_capability, const AttentionWindow& window) {
-  if (key_mask) return "the flash kernels take no key mask";
-  if (window.hides_keys(k_len) && device.is_cuda() && window.keep_first > 0) {
+std::string flash_refusal(const AttentionRequest& r) {
+  const auto& device = r.device;
+  const auto dtype = r.dtype;
+  const auto& window = r.window;
+  if (r.key_mask) return "the flash kernels take no key mask";
+  if (window.hides_keys(r.k_len) && device.is_cuda() && window.keep_first > 0) {
     return "FlashAttention-2's window has no kept first positions (model.window_keep_first = " +
            std::to_string(window.keep_first) + "; docs/windows.md)";
   }
-  if (q_len != k_len) {
-    return "the flash backend runs the square causal case only (Tq = Tk); got " + std::to_string(q_len) +
-           " queries over " + std::to_string(k_len) + " keys (KV-cache decoding)";
+  if (r.q_len != r.k_len) {
+    return "the flash backend runs the square causal case only (Tq = Tk); got " + std::to_string(r.q_len) +
+           " queries over " + std::to_string(r.k_len) + " keys (KV-cache decoding)";
   }
   if (!at::isFloatingType(dtype)) return std::string("the flash kernels take floating dtypes, got ") + c10::toString(dtype);
   if (device.is_cpu()) return "";
@@ -134,13 +136,13 @@ std::string flash_refusal(const at::Device& device, at::ScalarType dtype, int64_
   if (dtype != at::kBFloat16 && dtype != at::kHalf) {
     return std::string("FlashAttention-2 on CUDA takes bfloat16 or float16, got ") + c10::toString(dtype);
   }
-  if (cuda_capability > 0 && cuda_capability < kFlashMinCudaCapability) {
+  if (r.cuda_capability > 0 && r.cuda_capability < kFlashMinCudaCapability) {
     return "FlashAttention-2 runs on compute capability 8.0 or newer (sm_80), got " +
-           std::to_string(cuda_capability / 10) + "." + std::to_string(cuda_capability % 10);
+           std::to_string(r.cuda_capability / 10) + "." + std::to_string(r.cuda_capability % 10);
   }
-  if (head_dim > detail::kFlashCudaMaxHeadDim) {
+  if (r.head_dim > detail::kFlashCudaMaxHeadDim) {
     return "FlashAttention-2 on CUDA takes head_dim <= " + std::to_string(detail::kFlashCudaMaxHeadDim) +
-           " here (3 columns are kept for the routing bias), got " + std::to_string(head_dim);
+           " here (3 columns are kept for the routing bias), got " + std::to_string(r.head_dim);
   }
   return "";
 }
@@ -177,8 +179,7 @@ AttentionResult composed_kernel_attention(const AttentionInputs& in, const Kerne
 AttentionResult flash_attention(const AttentionInputs& in, FlashComposition composition) {
   check_attention_inputs(in);
   detail::check_same_device(in, kWho);
-  const auto reason = flash_refusal(in.q.device(), in.q.scalar_type(), in.q.size(3), in.q.size(2), in.k.size(2),
-                                    in.key_mask.defined(), cuda_compute_capability(in.q.device()), in.window);
+  const auto reason = flash_refusal(attention_request(in));
   if (!reason.empty()) throw std::invalid_argument(std::string(kWho) + ": " + reason);
   const auto window = in.window.hides_keys(in.k.size(2)) ? in.window : AttentionWindow{};
   return detail::composed_kernel_attention(in, {composition, nullptr, window});

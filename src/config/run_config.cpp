@@ -19,6 +19,7 @@
 #include "attnlab/lr_schedule.h"
 #include "attnlab/task_file.h"
 #include "common/seed_mix.h"
+#include "config/backend_check.h"
 #include "config/model_fields.h"
 #include "config/sizes.h"
 #include "config/yaml_io.h"
@@ -269,22 +270,6 @@ void check_trigger_tokens(const std::vector<int64_t>& ids, int64_t vocab_size) {
                         ids[i], vocab_size));
 }
 
-// What a config can know before a run about backends and local layers (docs/windows.md, "Backends").
-void check_window_backend(const RunConfig& c) {
-  auto model = c.model;
-  normalize_window(model);  // a window that hides nothing is no window: any backend runs it
-  if (!model.has_local_layer()) return;
-  const auto backend = c.attention.backend;
-  const auto named = "attention.backend: " + to_string(backend) + " ";
-  require(backend != AttentionBackend::sdpa && backend != AttentionBackend::cudnn,
-          named + "has no sliding window (model.window); use auto, fused, flash (CUDA) or reference");
-  if (backend != AttentionBackend::flash) return;
-  // On CUDA it runs FlashAttention-2's window, which keeps no first positions (the CPU route does).
-  require(c.model.window_keep_first.value_or(0) == 0 || c.train.device == DeviceChoice::cpu,
-          named + "on CUDA runs FlashAttention-2's window, which keeps no first positions (model.window_keep_first = " +
-              std::to_string(c.model.window_keep_first.value_or(0)) + "); use auto, fused or reference, or train.device: cpu");
-}
-
 // The optimizer-specific keys (docs/config.md, "Optimizers"): each names the optimizers that use it.
 void check_optimizer_keys(const OptimConfig& o) {
   const auto name = o.optimizer();
@@ -362,10 +347,7 @@ void validate(const RunConfig& c) {
   } catch (const std::invalid_argument& e) {
     throw ConfigError(e.what());
   }
-  require(backend_computes_arm(c.attention.backend, c.model.arm_spec()),
-          "attention.backend: " + to_string(c.attention.backend) + " computes plain softmax only; model.arm '" +
-              c.model.arm + "' needs fused, flash or reference");
-  check_window_backend(c);
+  check_backend_serves_model(c);
   require(!c.data.train.empty(), "data.train: required (a glob of llm.c-format train shards)");
   require(!c.data.val.empty(), "data.val: required (a glob of llm.c-format validation shards)");
   require(c.data.val_tokens > 0, "data.val_tokens: must be positive");

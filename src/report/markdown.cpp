@@ -105,11 +105,13 @@ std::string error_definition(const Contrast& c) {
 }
 
 // `title`'s table of `differences` (the group's, or with `task` one task metric's or loss domain's:
-// then `paper` and the noise floor are off, and with `error_rate` each definition reads E(...)).
+// then `paper` is off, and with `error_rate` each definition reads E(...)), with `noise_floor` (the
+// floor of the table's own quantity; none for tasks, whose items have no twins' spread) after it.
 void difference_table(std::ostream& out, const SweepReport& r, const GroupReport& g, const std::string& title,
-                      const std::vector<DifferenceResult>& differences, bool task = false, bool error_rate = true) {
+                      const std::vector<DifferenceResult>& differences, const std::optional<NoiseFloor>& noise_floor,
+                      bool task = false, bool error_rate = true) {
   const bool paper = r.compare_paper && !task;
-  const bool floor = g.noise_floor.has_value() && !task;  // the floor is the final loss's, not a task's
+  const bool floor = noise_floor.has_value();
   out << "### " << title << "\n\n"
       << "| quantity | definition | mean | sd | 95% CI | p (t) | p Holm | p sign-flip | p Wilcoxon | same sign | n "
          "| seeds for CI to exclude 0 | seeds for 80% power |"
@@ -141,7 +143,7 @@ void difference_table(std::ostream& out, const SweepReport& r, const GroupReport
   for (const auto& note : notes) out << "- " << note << "\n";
   if (!notes.empty()) out << "\n";
   not_in_sweep_line(out, g, differences);
-  if (floor) noise_floor_section(out, *g.noise_floor);
+  if (floor) noise_floor_section(out, *noise_floor);
 }
 
 // A task metric (docs/downstream.md): the arms' accuracy, then the contrasts over the error rate.
@@ -156,7 +158,7 @@ void task_tables(std::ostream& out, const SweepReport& r, const GroupReport& g) 
     difference_table(out, r, g,
                      "Task " + t.task + ": paired differences of the error rate E = 1 - " + t.metric +
                          " (positive: the arm subtracted is better)",
-                     t.differences, true);
+                     t.differences, std::nullopt, true);
   }
 }
 
@@ -170,7 +172,7 @@ void domain_tables(std::ostream& out, const SweepReport& r, const GroupReport& g
           << (a.stats.n ? rf::sd(a.stats) : "-") << " | " << a.stats.n << " | " << rf::seed_list(a.seeds) << " |\n";
     out << "\n";
     difference_table(out, r, g, d.domain + ": paired differences (nats; positive: the arm subtracted is better)",
-                     d.differences, true, false);
+                     d.differences, d.noise_floor, true, false);
   }
 }
 
@@ -237,6 +239,16 @@ void paper_layout_table(std::ostream& out, const SweepReport& r, const std::stri
   out << "\n";
 }
 
+// Groups paired beside other runs (SweepReport::windows, ::variants): a section per group, what it
+// pairs, and its table on its floor.
+void beside_tables(std::ostream& out, const SweepReport& r, const std::vector<GroupReport>& groups,
+                   const std::string& heading, const std::string& what, const std::string& title) {
+  for (const auto& g : groups) {
+    out << "## " << heading << ": " << rf::group_title(g) << "\n\n" << what << "\n\n";
+    difference_table(out, r, g, title, g.differences, g.noise_floor);
+  }
+}
+
 void unfinished_list(std::ostream& out, const SweepReport& r) {
   std::vector<const RunRecord*> open;
   for (const auto& run : r.runs)
@@ -268,18 +280,21 @@ std::string report_markdown(const SweepReport& r) {
   for (const auto& g : r.groups) {
     out << "## " << rf::group_title(g) << "\n\n";
     arm_table(out, r, g);
-    difference_table(out, r, g, "Paired differences (nats; positive: the arm subtracted is better)", g.differences);
+    difference_table(out, r, g, "Paired differences (nats; positive: the arm subtracted is better)", g.differences,
+                     g.noise_floor);
     task_tables(out, r, g);
     domain_tables(out, r, g);
     if (std::find(variants.begin(), variants.end(), g.variant) == variants.end()) variants.push_back(g.variant);
   }
   for (const auto& v : variants) paper_layout_table(out, r, v);
-  for (const auto& w : r.windows) {  // docs/windows.md, "The report and the sweep"
-    out << "## Zero-option increment under windows: " << rf::group_title(w) << "\n\n"
-        << "Each windowed run against its full-attention twin: the run of the same config without the window keys "
-           "(same seed, so the same initial parameters and batches). Arms marked @full are the twins.\n\n";
-    difference_table(out, r, w, "Window differences (nats; positive: the arm subtracted is better)", w.differences);
-  }
+  beside_tables(out, r, r.windows, "Zero-option increment under windows",  // docs/windows.md
+                "Each windowed run against its full-attention twin: the run of the same config without the window keys "
+                "(same seed, so the same initial parameters and batches). Arms marked @full are the twins.",
+                "Window differences (nats; positive: the arm subtracted is better)");
+  beside_tables(out, r, r.variants, "Variant against the plain runs",  // docs/sweeps.md, "Grid lists"
+                "Each run of the variant against the tier's run of the same arm and seed without the variant's grid keys "
+                "(the same initial parameters and batches). Arms marked @plain are those runs; the floor is theirs.",
+                "Variant differences (nats; positive: the plain run is better)");
   unfinished_list(out, r);
   return out.str();
 }

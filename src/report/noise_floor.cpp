@@ -9,7 +9,8 @@
 
 namespace attnlab {
 
-NoiseFloor noise_floor(const std::vector<const RunRecord*>& runs, const std::vector<const RunRecord*>& twins) {
+NoiseFloor noise_floor(const std::vector<const RunRecord*>& runs, const std::vector<const RunRecord*>& twins,
+                       const PairedQuantity& quantity) {
   NoiseFloor floor;
   std::vector<const RunRecord*> ordered = twins;
   std::sort(ordered.begin(), ordered.end(), [](const RunRecord* a, const RunRecord* b) {
@@ -25,11 +26,16 @@ NoiseFloor noise_floor(const std::vector<const RunRecord*>& runs, const std::vec
       floor.skipped.push_back(what + ": " + (!twin->finished() ? "the null twin" : "its original run") + " has not finished");
       continue;
     }
-    if (twin->val_fingerprint() != original->val_fingerprint() || twin->val_tokens() != original->val_tokens()) {
-      floor.skipped.push_back(what + ": the null twin was judged on other validation data");
+    const auto a = quantity.value(*twin), b = quantity.value(*original);
+    if (!a || !b) {
+      floor.skipped.push_back(what + ": " + (!a ? "the null twin" : "its original run") + " has no " + quantity.name);
       continue;
     }
-    floor.pairs.push_back({twin->arm, twin->seed, twin->final_val_loss() - original->final_val_loss()});
+    if (quantity.data(*twin) != quantity.data(*original)) {
+      floor.skipped.push_back(what + ": the null twin was judged on other " + quantity.data_name);
+      continue;
+    }
+    floor.pairs.push_back({twin->arm, twin->seed, *a - *b});
     values.push_back(floor.pairs.back().value);
   }
   floor.stats = summarize(values);

@@ -1,13 +1,15 @@
 // The probe figures paired seed for seed, as the losses are (SPEC section 3's protocol applied to
 // section 4's measures): within each tier and variant, m(arm) - m(baseline) at every seed where both
 // runs were probed, with the paired tests, Holm over each measure's rows, and the noise floor of that
-// measure from the group's null twins (m(twin) - m(original), same arm and seed).
+// measure from the group's null twins (m(twin) - m(original), same arm and seed). A variant in a tier
+// with plain runs (a grid list's) is also paired arm for arm against them, on their floor.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include "attnlab/arm.h"
 #include "attnlab/paired_stats.h"
@@ -88,16 +90,14 @@ bool is_percent(const std::string& measure) {
   return false;
 }
 
-std::vector<ProbePair> measure_pairs(const Group& g, const std::string& measure) {
+// One row per (label, runs, reference runs): m(runs) - m(reference) seed for seed, Holm over the rows.
+using Comparison = std::tuple<std::string, const Seeds*, const Seeds*>;
+std::vector<ProbePair> measure_pairs(const std::vector<Comparison>& comparisons, const std::string& measure) {
   std::vector<ProbePair> rows;
-  const auto base = g.arms.find("baseline");
-  if (base == g.arms.end()) return rows;
-  for (const auto& arm : all_arms()) {
-    const auto it = g.arms.find(arm.name);
-    if (arm.name == "baseline" || it == g.arms.end()) continue;
+  for (const auto& [label, runs, reference] : comparisons) {
     ProbePair p;
-    p.measure = measure, p.arm = arm.name;
-    const auto d = differences(it->second, base->second, measure);
+    p.measure = measure, p.arm = label;
+    const auto d = differences(*runs, *reference, measure);
     p.stats = summarize(d);
     p.tests = paired_tests(d, p.stats);
     if (p.stats.n > 0) rows.push_back(p);
@@ -107,6 +107,33 @@ std::vector<ProbePair> measure_pairs(const Group& g, const std::string& measure)
   const auto holm = holm_adjust(pv);
   for (size_t i = 0; i < rows.size(); ++i) rows[i].p_holm = holm[i];
   return rows;
+}
+
+// Each arm of `g` (registry order) against `reference`'s runs of `reference_arm`, or of its own
+// name when that is empty.
+std::vector<Comparison> comparisons(const Group& g, const Group& reference, const std::string& reference_arm) {
+  std::vector<Comparison> out;
+  for (const auto& arm : all_arms()) {
+    const auto it = g.arms.find(arm.name);
+    const auto ref = reference.arms.find(reference_arm.empty() ? arm.name : reference_arm);
+    if (arm.name == reference_arm || it == g.arms.end() || ref == reference.arms.end()) continue;
+    out.emplace_back(arm.name, &it->second, &ref->second);
+  }
+  return out;
+}
+
+// The group's pairs, measure by measure, with the floors of `floor_group`'s twins.
+ProbePairGroup pair_group(const std::string& tier, const std::string& variant, const std::vector<Comparison>& rows,
+                          const Group& floor_group) {
+  ProbePairGroup group{tier, variant, {}, {}, false};
+  for (const auto& measure : paired_probe_measures()) {
+    if (!has_measure(measure)) continue;
+    const auto pairs = measure_pairs(rows, measure);
+    if (pairs.empty()) continue;
+    group.pairs.insert(group.pairs.end(), pairs.begin(), pairs.end());
+    if (!floor_group.twins.empty()) group.floors[measure] = probe_floor(floor_group, measure);
+  }
+  return group;
 }
 
 }  // namespace
@@ -123,15 +150,16 @@ const std::vector<std::string>& paired_probe_measures() {
 
 std::vector<ProbePairGroup> pair_probe_results(const ProbeReport& results) {
   std::vector<ProbePairGroup> out;
-  for (const auto& [key, g] : groups_of(results)) {
-    ProbePairGroup group{key.first, key.second, {}, {}};
-    for (const auto& measure : paired_probe_measures()) {
-      if (!has_measure(measure)) continue;
-      const auto rows = measure_pairs(g, measure);
-      if (rows.empty()) continue;
-      group.pairs.insert(group.pairs.end(), rows.begin(), rows.end());
-      if (!g.twins.empty()) group.floors[measure] = probe_floor(g, measure);
-    }
+  const auto groups = groups_of(results);
+  for (const auto& [key, g] : groups) {
+    auto group = pair_group(key.first, key.second, comparisons(g, g, "baseline"), g);
+    if (!group.pairs.empty()) out.push_back(std::move(group));
+  }
+  for (const auto& [key, g] : groups) {  // each variant against the tier's plain runs
+    const auto plain = groups.find({key.first, ""});
+    if (key.second.empty() || plain == groups.end()) continue;
+    auto group = pair_group(key.first, key.second, comparisons(g, plain->second, ""), plain->second);
+    group.against_plain = true;
     if (!group.pairs.empty()) out.push_back(std::move(group));
   }
   return out;
@@ -142,9 +170,13 @@ std::string probe_pairs_markdown(const std::vector<ProbePairGroup>& groups) {
   for (const auto& g : groups) {
     const bool floor = !g.floors.empty();
     out << "### Paired probe differences, " << g.tier << (g.variant.empty() ? "" : " (" + g.variant + ")")
-        << "\n\nm(arm) - m(baseline) at each seed, model-level values; p Holm over each measure's rows (one "
-           "family per measure)"
-        << (floor ? "; floor: the sd of the measure's null differences m(twin) - m(original)" : "") << ".\n\n"
+        << (g.against_plain ? " against the plain runs" : "") << "\n\n"
+        << (g.against_plain ? "m(arm, " + g.variant + ") - m(arm) at each seed" : "m(arm) - m(baseline) at each seed")
+        << ", model-level values; p Holm over each measure's rows (one family per measure)"
+        << (floor ? std::string("; floor: the sd of the measure's null differences m(twin) - m(original)") +
+                        (g.against_plain ? " of the plain runs" : "")
+                  : "")
+        << ".\n\n"
         << "| measure | arm | mean | sd | 95% CI | p (t) | p Holm | same sign | n |" << (floor ? " floor | mean / floor |" : "")
         << "\n|---|---|---:|---:|---:|---:|---:|---:|---:|" << (floor ? "---:|---:|" : "") << "\n";
     for (const auto& p : g.pairs) {

@@ -69,18 +69,38 @@ std::vector<TaskReport> task_reports(const std::vector<const RunRecord*>& runs, 
   return out;
 }
 
-// The trigger / other domains of the validation loss (eval.trigger_tokens), where a finished run has them.
-std::vector<DomainReport> domain_reports(const std::vector<const RunRecord*>& runs, const std::vector<std::string>& arms) {
+// Each difference's mean over the floor's sd, where the floor has one.
+void set_over_floor(std::vector<DifferenceResult>& differences, const std::optional<NoiseFloor>& floor) {
+  if (!floor) return;
+  const auto& sd = floor->stats.sd;
+  for (auto& d : differences)
+    if (d.stats.n > 0 && sd && *sd > 0) d.over_floor = d.stats.mean / *sd;
+}
+
+// The null twins of the group of `tier` and `variant` (variant "<variant>/null"); empty without any.
+std::vector<const RunRecord*> twins_of(const SweepReport& report, const std::string& tier, const std::string& variant) {
+  std::vector<const RunRecord*> twins;
+  for (const auto& r : report.runs)
+    if (r.tier == tier && r.variant == null_variant(variant)) twins.push_back(&r);
+  return twins;
+}
+
+// The trigger / other domains of the validation loss (eval.trigger_tokens), where a finished run has
+// them, each with its own floor from the group's twins (`twins`, maybe none).
+std::vector<DomainReport> domain_reports(const std::vector<const RunRecord*>& runs, const std::vector<std::string>& arms,
+                                         const std::vector<const RunRecord*>& twins) {
   std::vector<DomainReport> out;
   for (const bool trigger : {true, false}) {
     const auto quantity = domain_loss_quantity(trigger);
     const bool any = std::any_of(runs.begin(), runs.end(),
                                  [&](const RunRecord* r) { return r->finished() && quantity.value(*r).has_value(); });
     if (!any) continue;
-    DomainReport d{quantity.name, {}, {}};
+    DomainReport d{quantity.name, {}, {}, std::nullopt};
     for (const auto& arm : arms) d.arms.push_back(arm_values(arm, runs, quantity.value));
     for (const auto& contrast : spec_contrasts()) d.differences.push_back(pair_contrast(contrast, runs, quantity));
     adjust_family(d.differences);
+    if (!twins.empty()) d.noise_floor = noise_floor(runs, twins, quantity);
+    set_over_floor(d.differences, d.noise_floor);
     out.push_back(std::move(d));
   }
   return out;
@@ -94,17 +114,6 @@ std::optional<std::string> best_arm(const std::vector<ArmResult>& arms) {
   return best;
 }
 
-// The group's null twins, when the sweep has any, give its noise floor and each difference's ratio to it.
-void add_noise_floor(const SweepReport& report, GroupReport& group, const std::vector<const RunRecord*>& runs) {
-  std::vector<const RunRecord*> twins;
-  for (const auto& r : report.runs)
-    if (r.tier == group.tier && r.variant == null_variant(group.variant)) twins.push_back(&r);
-  if (twins.empty()) return;
-  group.noise_floor = noise_floor(runs, twins);
-  const auto& sd = group.noise_floor->stats.sd;
-  for (auto& d : group.differences)
-    if (d.stats.n > 0 && sd && *sd > 0) d.over_floor = d.stats.mean / *sd;
-}
 
 GroupReport group_report(const SweepReport& report, const std::string& tier, const std::string& variant) {
   GroupReport group;
@@ -126,9 +135,11 @@ GroupReport group_report(const SweepReport& report, const std::string& tier, con
   }
   adjust_family(group.differences);
   group.best_arm = best_arm(group.arms);
-  add_noise_floor(report, group, runs);
+  const auto twins = twins_of(report, tier, variant);  // the noise floor, when the sweep has twins
+  if (!twins.empty()) group.noise_floor = noise_floor(runs, twins);
+  set_over_floor(group.differences, group.noise_floor);
   group.tasks = task_reports(runs, arm_order);
-  group.domains = domain_reports(runs, arm_order);
+  group.domains = domain_reports(runs, arm_order, twins);
   return group;
 }
 
@@ -150,9 +161,40 @@ std::vector<Contrast> window_contrasts(const std::vector<std::string>& arms) {
   return out;
 }
 
+// A group `g` beside other runs renamed as arms of their own (`members`: g's runs, then the others):
+// the arms' losses, `contrasts` paired and Holm-adjusted, and `floor` against them.
+GroupReport paired_beside(const GroupReport& g, const std::vector<RunRecord>& members,
+                          const std::vector<Contrast>& contrasts, const std::optional<NoiseFloor>& floor) {
+  std::vector<const RunRecord*> runs;
+  for (const auto& m : members) runs.push_back(&m);
+  GroupReport out;
+  out.tier = g.tier, out.variant = g.variant, out.runs = g.runs;
+  std::set<std::string> arms;
+  for (const auto* r : runs) arms.insert(r->arm);
+  for (const auto& arm : arms) out.arms.push_back(arm_values(arm, runs, final_loss_quantity().value));
+  for (const auto& contrast : contrasts) out.differences.push_back(pair_contrast(contrast, runs));
+  adjust_family(out.differences);
+  out.noise_floor = floor;
+  set_over_floor(out.differences, out.noise_floor);
+  return out;
+}
+
+const GroupReport* find_group(const SweepReport& report, const std::string& tier, const std::string& variant) {
+  for (const auto& g : report.groups)
+    if (g.tier == tier && g.variant == variant) return &g;
+  return nullptr;
+}
+
+std::vector<std::string> arm_names(const GroupReport& g) {
+  std::vector<std::string> out;
+  for (const auto& a : g.arms) out.push_back(a.arm);
+  return out;
+}
+
 // A windowed group with its full-attention twins, found by config hash, as arms "<arm>@full".
 std::optional<GroupReport> window_report(const SweepReport& report, const GroupReport& g) {
   std::vector<RunRecord> members;
+  std::optional<NoiseFloor> floor = g.noise_floor;
   for (size_t i : g.runs) {
     const auto& r = report.runs[i];
     if (!r.full_attention_hash) return std::nullopt;  // a group mixing windowed and full runs: not one window
@@ -161,27 +203,42 @@ std::optional<GroupReport> window_report(const SweepReport& report, const GroupR
       if (!twin.full_attention_hash && !twin.config_hash.empty() && twin.config_hash == *r.full_attention_hash) {
         members.push_back(twin);
         members.back().arm = full_attention_arm(twin.arm);
+        const auto* twins_group = find_group(report, twin.tier, twin.variant);
+        if (!floor && twins_group) floor = twins_group->noise_floor;  // the twins' floor, when g has none
         break;
       }
   }
   if (members.size() == g.runs.size()) return std::nullopt;  // no twin in the sweep
-  std::vector<const RunRecord*> runs;
-  for (const auto& m : members) runs.push_back(&m);
-  GroupReport w;
-  w.tier = g.tier, w.variant = g.variant, w.runs = g.runs;
-  std::set<std::string> arms;
-  for (const auto* r : runs) arms.insert(r->arm);
-  for (const auto& arm : arms) w.arms.push_back(arm_values(arm, runs, final_loss_quantity().value));
-  std::vector<std::string> own;
-  for (const auto& a : g.arms) own.push_back(a.arm);
-  for (const auto& contrast : window_contrasts(own)) w.differences.push_back(pair_contrast(contrast, runs));
-  adjust_family(w.differences);
-  return w;
+  return paired_beside(g, members, window_contrasts(arm_names(g)), floor);
+}
+
+// A variant's group beside the tier's plain runs of the same arms, as arms "<arm>@plain".
+std::optional<GroupReport> variant_report(const SweepReport& report, const GroupReport& g) {
+  const auto* plain = find_group(report, g.tier, "");
+  if (g.variant.empty() || !plain) return std::nullopt;
+  std::vector<RunRecord> members;
+  for (size_t i : g.runs) members.push_back(report.runs[i]);
+  std::vector<Contrast> contrasts;
+  for (const auto& arm : arm_names(g)) {
+    bool shared = false;
+    for (size_t i : plain->runs)
+      if (report.runs[i].arm == arm) {
+        members.push_back(report.runs[i]);
+        members.back().arm = plain_variant_arm(arm);
+        shared = true;
+      }
+    if (shared)
+      contrasts.push_back({"variant_cost_" + arm, "variant cost " + arm,
+                           "L(" + arm + ", " + g.variant + ") - L(" + arm + ")", {{arm, +1}, {plain_variant_arm(arm), -1}}});
+  }
+  if (contrasts.empty()) return std::nullopt;
+  return paired_beside(g, members, contrasts, plain->noise_floor);
 }
 
 }  // namespace
 
 std::string full_attention_arm(const std::string& arm) { return arm + "@full"; }
+std::string plain_variant_arm(const std::string& arm) { return arm + "@plain"; }
 
 std::vector<std::string> ordered_tiers(const std::vector<std::string>& tiers) {
   static const std::vector<std::string> known = {"micro", "10m", "50m", "124m", "350m"};
@@ -210,8 +267,10 @@ SweepReport build_report(const fs::path& sweep_dir, bool compare_paper) {
       auto group = group_report(report, tier, variant);
       if (!group.runs.empty()) report.groups.push_back(std::move(group));
     }
-  for (const auto& g : report.groups)
+  for (const auto& g : report.groups) {
     if (auto w = window_report(report, g)) report.windows.push_back(std::move(*w));
+    else if (auto v = variant_report(report, g)) report.variants.push_back(std::move(*v));
+  }
   return report;
 }
 

@@ -129,7 +129,8 @@ nlohmann::json tasks_json(const GroupReport& g) {
   return out;
 }
 
-// A group's loss domains (eval.trigger_tokens): the arms' loss and the paired differences.
+// A group's loss domains (eval.trigger_tokens): the arms' loss, the paired differences and, with
+// twins, the domain's own floor.
 nlohmann::json domains_json(const GroupReport& g) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& dom : g.domains) {
@@ -139,10 +140,12 @@ nlohmann::json domains_json(const GroupReport& g) {
       if (!report_format::in_sweep(g, d)) continue;  // listed once, under the group's not_in_sweep
       auto j = difference_json(d);
       j.erase("paper");
+      if (dom.noise_floor) j["over_floor"] = d.over_floor ? nlohmann::json(*d.over_floor) : nlohmann::json();
       diffs.push_back(std::move(j));
       if (d.p_holm) holm.push_back(d.contrast.id);
     }
     out.push_back({{"domain", dom.domain}, {"arms", arms}, {"differences", diffs}, {"holm_family", holm}});
+    if (dom.noise_floor) out.back()["noise_floor"] = noise_floor_json(*dom.noise_floor);  // with twins only
   }
   return out;
 }
@@ -187,6 +190,8 @@ nlohmann::json report_json(const SweepReport& r) {
   for (const auto& g : r.groups) groups.push_back(group_json(g));
   nlohmann::json windows = nlohmann::json::array();
   for (const auto& w : r.windows) windows.push_back(group_json(w));
+  nlohmann::json variants = nlohmann::json::array();
+  for (const auto& v : r.variants) variants.push_back(group_json(v));
   nlohmann::json paper = nullptr;
   if (r.compare_paper) {
     paper = {{"tiers", paper_tiers()}, {"differences", nlohmann::json::object()}, {"best_arm", nlohmann::json::object()}};
@@ -212,6 +217,7 @@ nlohmann::json report_json(const SweepReport& r) {
           {"groups", groups},
           {"paper", paper}};
   if (!windows.empty()) out["windows"] = windows;  // windowed sweeps only: other reports keep their keys
+  if (!variants.empty()) out["variants"] = variants;  // grid lists with plain runs only
   return out;
 }
 

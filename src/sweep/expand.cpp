@@ -2,6 +2,7 @@
 // keys, so it stays the same however the grid is written or reordered.
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -18,20 +19,20 @@ namespace {
 
 using Point = std::vector<std::pair<std::string, std::string>>;
 
-const GridAxis* find_axis(const SweepSpec& spec, const std::string& key) {
-  for (const auto& axis : spec.grid)
+const GridAxis* find_axis(const std::vector<GridAxis>& grid, const std::string& key) {
+  for (const auto& axis : grid)
     if (axis.key == key) return &axis;
   return nullptr;
 }
 
 // Cartesian product, tier outermost (per-tier lists depend on it), then file order, last fastest.
-std::vector<Point> grid_points(const SweepSpec& spec) {
+std::vector<Point> grid_points(const std::vector<GridAxis>& grid) {
   std::vector<Point> points;
-  const GridAxis* tier_axis = find_axis(spec, "tier");
+  const GridAxis* tier_axis = find_axis(grid, "tier");
   const std::vector<std::string> tiers = tier_axis ? tier_axis->values : std::vector<std::string>{""};
   for (const auto& tier : tiers) {
     std::vector<Point> partial = {tier_axis ? Point{{"tier", tier}} : Point{}};
-    for (const auto& axis : spec.grid) {
+    for (const auto& axis : grid) {
       if (axis.key == "tier") continue;
       const auto& values = axis.per_tier.empty() ? axis.values : axis.per_tier.at(tier);
       std::vector<Point> next;
@@ -134,16 +135,21 @@ SweepRun null_twin(const SweepSpec& spec, const SweepRun& original, const fs::pa
                       "data_seed=" + std::to_string(cfg.effective_data_seed())});
 }
 
-// The twins of every run of the null_pairs arms; an arm without a run is refused (a misspelt name).
-std::vector<SweepRun> null_twins(const SweepSpec& spec, const std::vector<SweepRun>& runs, const fs::path& scratch) {
+// The twins of every run of the null_pairs arms (in null_pairs.grids, when it names some; `grid_of`:
+// each run's grid index); an arm without a run there is refused (a misspelt name).
+std::vector<SweepRun> null_twins(const SweepSpec& spec, const std::vector<SweepRun>& runs,
+                                 const std::vector<size_t>& grid_of, const fs::path& scratch) {
   std::vector<SweepRun> twins;
   if (!spec.null_pairs) return twins;
+  const auto& only = spec.null_pairs->grids;
+  auto twinned = [&](size_t i) { return !only || std::find(only->begin(), only->end(), grid_of[i]) != only->end(); };
   for (const auto& arm : spec.null_pairs->arms) {
     const auto before = twins.size();
-    for (const auto& run : runs)
-      if (run.resolved.model.arm == arm) twins.push_back(null_twin(spec, run, scratch));
+    for (size_t i = 0; i < runs.size(); ++i)
+      if (runs[i].resolved.model.arm == arm && twinned(i)) twins.push_back(null_twin(spec, runs[i], scratch));
     if (twins.size() == before)
-      throw SweepError(spec.file.string() + ": null_pairs.arms: " + arm + " has no run in the grid");
+      throw SweepError(spec.file.string() + ": null_pairs.arms: " + arm + " has no run in the grid" +
+                       (only ? "s null_pairs.grids names" : ""));
   }
   return twins;
 }
@@ -153,8 +159,13 @@ std::vector<SweepRun> null_twins(const SweepSpec& spec, const std::vector<SweepR
 std::vector<SweepRun> expand_sweep(const SweepSpec& spec) {
   ScratchDir scratch;
   std::vector<SweepRun> runs;
-  for (const auto& point : grid_points(spec)) runs.push_back(resolve_run(spec, point, scratch.path));
-  for (auto& twin : null_twins(spec, runs, scratch.path)) runs.push_back(std::move(twin));
+  std::vector<size_t> grid_of;
+  for (size_t g = 0; g < spec.grids.size(); ++g)
+    for (const auto& point : grid_points(spec.grids[g])) {
+      runs.push_back(resolve_run(spec, point, scratch.path));
+      grid_of.push_back(g);
+    }
+  for (auto& twin : null_twins(spec, runs, grid_of, scratch.path)) runs.push_back(std::move(twin));
   std::set<std::string> names;
   std::map<std::string, std::string> by_config;  // resolved config but out_dir -> the first run with it
   for (const auto& run : runs) {

@@ -31,9 +31,9 @@ std::vector<std::string> scalar_list(const YAML::Node& node, const std::string& 
   return values;
 }
 
-GridAxis read_axis(const std::string& key, const YAML::Node& node, const std::string& file) {
+GridAxis read_axis(const std::string& key, const YAML::Node& node, const std::string& file, const std::string& grid) {
   GridAxis axis{key, {}, {}};
-  const std::string where = file + ": grid." + key;
+  const std::string where = file + ": " + grid + "." + key;
   if (!node.IsMap()) {
     axis.values = scalar_list(node, where);
     return axis;
@@ -63,37 +63,82 @@ fs::path resolve_against(const fs::path& dir, const std::string& p) {
   return (fs::path(p).is_absolute() ? fs::path(p) : fs::absolute(dir / p)).lexically_normal();
 }
 
-void check_grid(const SweepSpec& spec) {
+// `where` names the grid in messages: "grid" for a single mapping, "grid[i]" in a list.
+void check_grid(const SweepSpec& spec, const std::vector<GridAxis>& grid, const std::string& where) {
   const GridAxis* tier = nullptr;
-  for (const auto& axis : spec.grid)
+  for (const auto& axis : grid)
     if (axis.key == "tier") tier = &axis;
-  for (const auto& axis : spec.grid) {
+  for (const auto& axis : grid) {
     if (axis.per_tier.empty()) continue;
-    if (!tier) throw SweepError(spec.file.string() + ": grid." + axis.key + ": per-tier values need a grid.tier list");
+    if (!tier) throw SweepError(spec.file.string() + ": " + where + "." + axis.key + ": per-tier values need a " + where + ".tier list");
     for (const auto& t : tier->values)
       if (!axis.per_tier.count(t))
-        throw SweepError(spec.file.string() + ": grid." + axis.key + ": no values for tier " + t);
+        throw SweepError(spec.file.string() + ": " + where + "." + axis.key + ": no values for tier " + t);
   }
   if (tier) {
     for (const auto& t : tier->values)
       if (!fs::exists(spec.tiers_dir / (t + ".yaml")))
-        throw SweepError(spec.file.string() + ": grid.tier: " + (spec.tiers_dir / (t + ".yaml")).string() +
+        throw SweepError(spec.file.string() + ": " + where + ".tier: " + (spec.tiers_dir / (t + ".yaml")).string() +
                          " not found");
   }
 }
 
-// `null_pairs: {arms: [...], init_seed_offset: N}`; the arms are checked against the runs at expansion.
+// One grid mapping: its axes in file order.
+std::vector<GridAxis> read_grid(const YAML::Node& node, const std::string& file, const std::string& where) {
+  if (!node.IsMap() || node.size() == 0)
+    throw SweepError(file + ": " + where + ": expected a mapping of key: [values] (or a list of such mappings)");
+  std::vector<GridAxis> grid;
+  for (const auto& kv : node) grid.push_back(read_axis(kv.first.as<std::string>(), kv.second, file, where));
+  return grid;
+}
+
+// `grid:` as one mapping, or a list of them (each one product; their runs one after another).
+void read_grids(const YAML::Node& node, SweepSpec& spec) {
+  const std::string file = spec.file.string();
+  if (!node.IsSequence()) {
+    spec.grids.push_back(read_grid(node, file, "grid"));
+    check_grid(spec, spec.grids.back(), "grid");
+    return;
+  }
+  if (node.size() == 0) throw SweepError(file + ": grid: an empty list runs nothing; give one mapping or more");
+  for (size_t i = 0; i < node.size(); ++i) {
+    const std::string where = "grid[" + std::to_string(i) + "]";
+    spec.grids.push_back(read_grid(node[i], file, where));
+    check_grid(spec, spec.grids.back(), where);
+  }
+}
+
+// `null_pairs.grids: [0, ...]`: indices into the grid list (checked against it by load_sweep()).
+std::vector<size_t> read_grid_indices(const YAML::Node& node, const std::string& where) {
+  if (!node.IsSequence() || node.size() == 0) throw SweepError(where + ": expected a non-empty list of grid indices");
+  std::vector<size_t> out;
+  for (const auto& item : node) {
+    try {
+      out.push_back(yaml_io::read_scalar<uint64_t>(item, "null_pairs.grids"));
+    } catch (const ConfigError& e) {
+      throw SweepError(where + ": " + e.what());
+    }
+  }
+  return out;
+}
+
+// `null_pairs: {arms: [...], init_seed_offset: N, grids: [...]}`; the arms are checked against the
+// runs at expansion.
 NullPairs read_null_pairs(const YAML::Node& node, const std::string& file) {
   const std::string where = file + ": null_pairs";
   if (!node.IsMap()) throw SweepError(where + ": expected a mapping with arms: [...] (and init_seed_offset: N)");
   NullPairs pairs;
   for (const auto& kv : node) {
     const auto key = kv.first.as<std::string>();
-    if (key != "arms" && key != "init_seed_offset")
-      throw SweepError(where + "." + key + ": unknown key (known: arms, init_seed_offset)");
+    if (key != "arms" && key != "init_seed_offset" && key != "grids")
+      throw SweepError(where + "." + key + ": unknown key (known: arms, init_seed_offset, grids)");
   }
   if (!node["arms"]) throw SweepError(where + ".arms: required (the arms run twice, under two init seeds)");
   pairs.arms = scalar_list(node["arms"], where + ".arms");
+  std::set<std::string> seen;
+  for (const auto& arm : pairs.arms)
+    if (!seen.insert(arm).second)
+      throw SweepError(where + ".arms: " + arm + " is listed twice (each run of an arm has one null twin)");
   if (const auto offset = node["init_seed_offset"]) {
     try {
       pairs.init_seed_offset = yaml_io::read_scalar<uint64_t>(offset, "null_pairs.init_seed_offset");
@@ -103,6 +148,7 @@ NullPairs read_null_pairs(const YAML::Node& node, const std::string& file) {
     if (pairs.init_seed_offset == 0)
       throw SweepError(where + ".init_seed_offset: must be positive (0 would run each twin under its original's seed)");
   }
+  if (const auto grids = node["grids"]) pairs.grids = read_grid_indices(grids, where + ".grids");
   return pairs;
 }
 
@@ -165,7 +211,6 @@ SweepSpec load_sweep(const fs::path& path) {
                        "threads_per_run, set, grid, slurm, slurm_signal_margin, null_pairs)");
   for (const char* key : {"base", "out", "grid"})
     if (!root[key]) throw SweepError(file + ": " + key + ": required");
-  if (!root["grid"].IsMap()) throw SweepError(file + ": grid: expected a mapping of key: [values]");
 
   SweepSpec spec;
   const fs::path dir = fs::absolute(path).parent_path();
@@ -184,10 +229,14 @@ SweepSpec load_sweep(const fs::path& path) {
     if (spec.threads_per_run < 1) throw SweepError(file + ": threads_per_run: must be at least 1");
   }
   if (root["set"]) spec.set = read_set(root["set"], file);
-  for (const auto& kv : root["grid"]) spec.grid.push_back(read_axis(kv.first.as<std::string>(), kv.second, file));
+  read_grids(root["grid"], spec);
   read_slurm(root, spec);
   if (root["null_pairs"]) spec.null_pairs = read_null_pairs(root["null_pairs"], file);
-  check_grid(spec);
+  if (spec.null_pairs && spec.null_pairs->grids)
+    for (const size_t i : *spec.null_pairs->grids)
+      if (i >= spec.grids.size())
+        throw SweepError(fmt::format("{}: null_pairs.grids: {} is not a grid of this sweep (it has {}, from 0)", file, i,
+                                     spec.grids.size()));
   return spec;
 }
 

@@ -109,16 +109,22 @@ TEST(AttentionBackends, AutoLogsItsChoiceOncePerKindOfCall) {
 }
 
 TEST(AttentionBackends, FlashRefusalsNameTheReason) {
-  EXPECT_EQ(flash_refusal(at::kCPU, at::kFloat, 64, 7, 7, false), "");
-  EXPECT_EQ(flash_refusal(at::Device(at::kCUDA, 0), at::kBFloat16, 64, 7, 7, false), "");
-  EXPECT_NE(flash_refusal(at::Device(at::kCUDA, 0), at::kFloat, 64, 7, 7, false).find("bfloat16 or float16"),
+  const at::Device cuda(at::kCUDA, 0);
+  const auto with = [](AttentionRequest r, auto&& change) {
+    change(r);
+    return flash_refusal(r);
+  };
+  EXPECT_EQ(flash_refusal(request(at::kCPU, at::kFloat, 7, 7)), "");
+  EXPECT_EQ(flash_refusal(request(cuda, at::kBFloat16, 7, 7)), "");
+  EXPECT_NE(flash_refusal(request(cuda, at::kFloat, 7, 7)).find("bfloat16 or float16"), std::string::npos);
+  EXPECT_NE(flash_refusal(request(at::kCPU, at::kFloat, 1, 7)).find("Tq = Tk"), std::string::npos);
+  EXPECT_NE(with(request(at::kCPU, at::kFloat, 7, 7), [](auto& r) { r.key_mask = true; }).find("key mask"),
             std::string::npos);
-  EXPECT_NE(flash_refusal(at::kCPU, at::kFloat, 64, 1, 7, false).find("Tq = Tk"), std::string::npos);
-  EXPECT_NE(flash_refusal(at::kCPU, at::kFloat, 64, 7, 7, true).find("key mask"), std::string::npos);
-  EXPECT_NE(flash_refusal(at::Device(at::kCUDA, 0), at::kHalf, 256, 7, 7, false).find("head_dim"), std::string::npos);
-  EXPECT_NE(flash_refusal(at::Device(at::kCUDA, 0), at::kHalf, 64, 7, 7, false, 75).find("8.0 or newer (sm_80), got 7.5"),
+  EXPECT_NE(with(request(cuda, at::kHalf, 7, 7), [](auto& r) { r.head_dim = 256; }).find("head_dim"), std::string::npos);
+  EXPECT_NE(with(request(cuda, at::kHalf, 7, 7), [](auto& r) { r.cuda_capability = 75; })
+                .find("8.0 or newer (sm_80), got 7.5"),
             std::string::npos);
-  EXPECT_EQ(flash_refusal(at::Device(at::kCUDA, 0), at::kHalf, 64, 7, 7, false, 80), "");
+  EXPECT_EQ(with(request(cuda, at::kHalf, 7, 7), [](auto& r) { r.cuda_capability = 80; }), "");
   // arm_attention passes the reason on when flash is asked for explicitly.
   const auto l = parity::make_leaves([] {
     parity::Case c;

@@ -150,15 +150,24 @@ TEST(CudnnCompositionStandIn, GradientOfAnotherLayoutReachesCudnnLikeO) {
 TEST(CudnnBackend, SelectableByNameAndRefusedOffCuda) {
   EXPECT_EQ(parse_attention_backend("cudnn"), AttentionBackend::cudnn);
   EXPECT_EQ(to_string(AttentionBackend::cudnn), "cudnn");
+  // The request of a call: square over 7 positions, head_dim 64, no key mask unless changed.
+  const auto refusal = [](at::Device device, at::ScalarType dtype, auto&& change) {
+    AttentionRequest r;
+    r.device = device, r.dtype = dtype, r.q_len = r.k_len = 7;
+    change(r);
+    return cudnn_refusal(r);
+  };
+  const auto as_is = [](AttentionRequest&) {};
   const auto cuda = at::Device(at::kCUDA, 0);
-  EXPECT_EQ(cudnn_refusal(cuda, at::kBFloat16, 64, 7, 7, false, 90), "");
-  EXPECT_EQ(cudnn_refusal(cuda, at::kHalf, kCudnnMaxHeadDim, 7, 7, false, 80), "");
-  EXPECT_NE(cudnn_refusal(at::kCPU, at::kFloat, 64, 7, 7, false).find("CUDA only"), std::string::npos);
-  EXPECT_NE(cudnn_refusal(cuda, at::kFloat, 64, 7, 7, false).find("bfloat16 or float16"), std::string::npos);
-  EXPECT_NE(cudnn_refusal(cuda, at::kBFloat16, 64, 1, 7, false).find("Tq = Tk"), std::string::npos);
-  EXPECT_NE(cudnn_refusal(cuda, at::kBFloat16, 64, 7, 7, true).find("key mask"), std::string::npos);
-  EXPECT_NE(cudnn_refusal(cuda, at::kBFloat16, 64, 7, 7, false, 75).find("8.0"), std::string::npos);
-  EXPECT_NE(cudnn_refusal(cuda, at::kBFloat16, kCudnnMaxHeadDim + 1, 7, 7, false).find("head_dim"), std::string::npos);
+  EXPECT_EQ(refusal(cuda, at::kBFloat16, [](auto& r) { r.cuda_capability = 90; }), "");
+  EXPECT_EQ(refusal(cuda, at::kHalf, [](auto& r) { r.head_dim = kCudnnMaxHeadDim, r.cuda_capability = 80; }), "");
+  EXPECT_NE(refusal(at::kCPU, at::kFloat, as_is).find("CUDA only"), std::string::npos);
+  EXPECT_NE(refusal(cuda, at::kFloat, as_is).find("bfloat16 or float16"), std::string::npos);
+  EXPECT_NE(refusal(cuda, at::kBFloat16, [](auto& r) { r.q_len = 1; }).find("Tq = Tk"), std::string::npos);
+  EXPECT_NE(refusal(cuda, at::kBFloat16, [](auto& r) { r.key_mask = true; }).find("key mask"), std::string::npos);
+  EXPECT_NE(refusal(cuda, at::kBFloat16, [](auto& r) { r.cuda_capability = 75; }).find("8.0"), std::string::npos);
+  EXPECT_NE(refusal(cuda, at::kBFloat16, [](auto& r) { r.head_dim = kCudnnMaxHeadDim + 1; }).find("head_dim"),
+            std::string::npos);
   // arm_attention names the backend and the way out.
   auto q = at::randn({1, 2, 5, 8});
   PreparedKeys keys;

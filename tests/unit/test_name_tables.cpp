@@ -10,6 +10,7 @@
 
 #include "attnlab/arm.h"
 #include "attnlab/attention_backend.h"
+#include "attnlab/backend_table.h"
 #include "attnlab/device.h"
 #include "attnlab/injection.h"
 #include "attnlab/model_config.h"
@@ -162,7 +163,7 @@ TEST_F(ConfigNames, EveryNameIsReadAndWrittenBackAsTheSameWord) {
 }
 
 // docs/kernels.md: sdpa computes the arms whose attention is the plain causal softmax, baseline and
-// sink_token; the config check and arm_attention() ask the same function.
+// sink_token; the config check and arm_attention() ask the same refusal (backend_table.h).
 TEST_F(ConfigNames, TheSdpaRuleIsOneFunctionForTheConfigAndTheBackend) {
   EXPECT_TRUE(computes_plain_softmax(arm_by_name("out_gate")));  // the output gate acts after the attention
   EXPECT_FALSE(computes_plain_softmax(arm_by_name("off_by_one")));
@@ -172,9 +173,10 @@ TEST_F(ConfigNames, TheSdpaRuleIsOneFunctionForTheConfigAndTheBackend) {
     const bool plain = spec.sink == SinkKind::none && spec.gate == GateKind::none;
     const auto arm = with_routing_gate(spec, GateKind::norm);
     EXPECT_EQ(computes_plain_softmax(arm), plain) << name;
-    EXPECT_EQ(backend_computes_arm(AttentionBackend::sdpa, arm), plain) << name;
+    const AttentionRequest call;  // CPU float32, square: the arm is all that differs
+    EXPECT_EQ(backend_refusal(AttentionBackend::sdpa, call, arm).empty(), plain) << name;
     for (auto b : {AttentionBackend::automatic, AttentionBackend::fused, AttentionBackend::reference, AttentionBackend::flash})
-      EXPECT_TRUE(backend_computes_arm(b, arm)) << name << " " << to_string(b);
+      EXPECT_EQ(backend_refusal(b, call, arm), "") << name << " " << to_string(b);
     const auto message = error_of_sets({"attention.backend=sdpa", "model.arm=" + name});
     EXPECT_EQ(message == "no error", plain) << name << ": " << message;
     if (!plain) {

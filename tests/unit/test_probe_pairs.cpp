@@ -79,6 +79,33 @@ TEST(ProbePairs, ArmMinusBaselineAtEachSeedWithTheFloorOfTheTwins) {
   EXPECT_NE(md.find("mean / floor"), std::string::npos);
 }
 
+// A variant beside the tier's plain runs (a grid list's): baseline under optim.name-sgd against
+// plain baseline, seed for seed, on the plain twins' floor. first-key mass: sgd 0.2 / 0.3 / 0.25
+// against 0.6 / 0.5 / 0.7: -0.4, -0.2, -0.45, mean -0.35.
+TEST(ProbePairs, AVariantIsPairedWithThePlainRunsOfItsArmsOnTheirFloor) {
+  ProbeReport report;
+  const double base[] = {0.6, 0.5, 0.7}, sgd[] = {0.2, 0.3, 0.25}, twin[] = {0.62, 0.45, 0.7};
+  for (uint64_t s = 1; s <= 3; ++s) {
+    report.runs.push_back(probed("baseline", s, base[s - 1], 10.0));
+    report.runs.push_back(probed("baseline", s, twin[s - 1], 10.0, null_variant("")));
+    report.runs.push_back(probed("baseline", s, sgd[s - 1], 2.0, "optim.name-sgd"));
+  }
+  const auto groups = pair_probe_results(report);
+  ASSERT_EQ(groups.size(), 1u);  // no arm but baseline, so no group pairs against baseline
+  const auto& g = groups[0];
+  EXPECT_TRUE(g.against_plain);
+  EXPECT_EQ(g.variant, "optim.name-sgd");
+  const auto& m = find(g, "first_key_mass", "baseline");
+  EXPECT_EQ(m.stats.n, 3);
+  EXPECT_NEAR(m.stats.mean, -0.35, 1e-12);
+  EXPECT_NEAR(find(g, kSinkStateMeasure, "baseline").stats.mean, -8.0, 1e-12);
+  EXPECT_NEAR(*g.floors.at("first_key_mass"), std::sqrt((0.0009 + 0.0016 + 0.0001) / 2), 1e-12);
+  const auto md = probe_pairs_markdown(groups);
+  EXPECT_NE(md.find("### Paired probe differences, bb (optim.name-sgd) against the plain runs"), std::string::npos) << md;
+  EXPECT_NE(md.find("m(arm, optim.name-sgd) - m(arm) at each seed"), std::string::npos) << md;
+  EXPECT_NE(md.find("| first_key_mass | baseline | -35.00% |"), std::string::npos) << md;
+}
+
 TEST(ProbePairs, NoBaselineOrNoProbeMeansNoRows) {
   ProbeReport report;
   report.runs.push_back(probed("off_by_one", 1, 0.1, 1.0));

@@ -102,6 +102,16 @@ class ReadmeDemo(unittest.TestCase):
             "| baseline | 50% |", "", "Paired probe differences, bb", "", "| measure | arm | mean |", "|---|---|---:|",
             "| first_key_mass | out_gate | -30.00% |"])
 
+    def test_a_variant_against_the_plain_runs_follows_the_paper_table(self):
+        variant = REPORT.replace("## Runs not finished", "## Variant against the plain runs: tier bb (optim.name-sgd)\n\n"
+                                 "Each run of the variant against ...\n\n### Variant differences (nats)\n\n"
+                                 "| quantity | definition | mean |\n|---|---|---:|\n"
+                                 "| variant cost baseline | L(baseline, optim.name-sgd) - L(baseline) | +0.2000 |\n\n"
+                                 "## Runs not finished")
+        self.assertEqual(rd.excerpt(variant), EXPECTED + [
+            "", "Variant against the plain runs: tier bb (optim.name-sgd)", "", "| quantity | definition | mean |",
+            "|---|---|---:|", "| variant cost baseline | L(baseline, optim.name-sgd) - L(baseline) | +0.2000 |"])
+
     def test_only_the_marked_block_changes(self):
         new = rd.rewrite(README, EXPECTED)
         self.assertTrue(new.startswith("# title\n\nbefore\n\n" + rd.BEGIN + "\n```\n| quantity |"))

@@ -87,6 +87,15 @@ class ReportTest : public ::testing::Test {
                                          << R"({"step":51,"tokens":6528,"train_loss":5.0,"val_loss":null})" "\n"
                                          << nlohmann::json({{"step", 100}, {"tokens", 12800}, {"val_loss", loss}}).dump() << "\n";
   }
+  // Baseline's null twins at seeds 1 and 2 in `tier`, variant `variant`: 4.103 and 4.196, so +0.003 and
+  // -0.004 against t1's baseline (the floor 0.0035 sqrt 2), in the manifest.
+  void baseline_twins(const std::string& tier, const std::string& variant) {
+    variant_ = variant;
+    for (uint64_t seed : {1, 2}) add_to_manifest(tier, "baseline", seed);
+    finished(tier, "baseline", 1, 4.103);
+    finished(tier, "baseline", 2, 4.196);
+    write_manifest();
+  }
   void partial(const std::string& tier, const std::string& arm, uint64_t seed, int64_t step) {
     fs::create_directories(claim(tier, arm, seed) / "checkpoints" / ("step_0000" + std::to_string(step)));
   }
@@ -161,6 +170,67 @@ void expect_stats(const SampleStats& s, int64_t n, double mean, std::optional<do
     EXPECT_NEAR(*s.sd, *sd, 1e-12);
   }
   EXPECT_EQ(s.same_sign, same_sign);
+}
+
+// A variant beside the tier's plain runs, as a grid list gives them (docs/sweeps.md, "Grid lists"):
+// t1's baseline under optim.name-sgd at 4.300 / 4.350 / 4.250 against plain 4.100 / 4.200 / 4.150:
+// variant cost 0.200 / 0.150 / 0.100, mean 0.150, sd 0.05; with t1's twins (+0.003, -0.004; floor
+// 0.0035 sqrt 2) that is 0.15 / (0.0035 sqrt 2) = 30.3 floors. The variant's own group stays.
+TEST_F(ReportTest, AVariantPairsArmForArmWithThePlainRunsOnTheirFloor) {
+  variant_ = "optim.name-sgd";
+  const double sgd[] = {4.300, 4.350, 4.250};
+  for (uint64_t seed : {1, 2, 3}) {
+    add_to_manifest("t1", "baseline", seed);
+    finished("t1", "baseline", seed, sgd[seed - 1]);
+  }
+  baseline_twins("t1", "null");
+  const auto r = build_report(dir(), false);
+  ASSERT_EQ(r.variants.size(), 1u);
+  const auto& v = r.variants[0];
+  EXPECT_EQ(v.tier, "t1");
+  EXPECT_EQ(v.variant, "optim.name-sgd");
+  ASSERT_EQ(v.differences.size(), 1u);  // the variant ran baseline only
+  const auto& cost = diff(v, "variant_cost_baseline");
+  EXPECT_EQ(cost.contrast.definition, "L(baseline, optim.name-sgd) - L(baseline)");
+  expect_stats(cost.stats, 3, 0.150, 0.05, 3, "variant cost");
+  ASSERT_TRUE(v.noise_floor.has_value());
+  ASSERT_TRUE(cost.over_floor.has_value());
+  EXPECT_NEAR(*cost.over_floor, 0.15 / (0.0035 * std::sqrt(2.0)), 1e-9);
+  EXPECT_EQ(arm(v, plain_variant_arm("baseline")).stats.n, 3);
+  EXPECT_EQ(r.windows.size(), 0u);
+  // The variant is still a group of its own, without twins of its own.
+  bool own = false;
+  for (const auto& g : r.groups) own = own || (g.tier == "t1" && g.variant == "optim.name-sgd" && !g.noise_floor);
+  EXPECT_TRUE(own);
+  const auto md = report_markdown(r);
+  EXPECT_NE(md.find("## Variant against the plain runs: tier t1 (optim.name-sgd)"), std::string::npos) << md;
+  EXPECT_NE(md.find("| variant cost baseline | L(baseline, optim.name-sgd) - L(baseline) | +0.1500 |"),
+            std::string::npos) << md;
+  EXPECT_NE(md.find("| +30.3 |"), std::string::npos) << md;
+  EXPECT_EQ(report_json(r)["variants"].size(), 1u);
+}
+
+// The windows table states the floor: the windowed group's twins, else those of its full-attention
+// twins' group (here the full group "model.window_pattern-G" has baseline twins +0.003 / -0.004).
+TEST_F(ReportTest, TheWindowTableStatesTheFloorOfTheTwinsGroup) {
+  const double full[2] = {4.100, 4.200}, windowed[2] = {4.150, 4.260};
+  for (int w = 0; w < 2; ++w) {
+    variant_ = w ? "model.window_pattern-LG" : "model.window_pattern-G";
+    window_ = w ? std::optional<int64_t>(8) : std::nullopt;
+    for (uint64_t seed : {1, 2}) {
+      add_to_manifest("tw", "baseline", seed);
+      finished("tw", "baseline", seed, (w ? windowed : full)[seed - 1]);
+    }
+  }
+  window_ = std::nullopt;
+  baseline_twins("tw", "model.window_pattern-G/null");
+  const auto r = build_report(dir(), false);
+  ASSERT_EQ(r.windows.size(), 1u);
+  ASSERT_TRUE(r.windows[0].noise_floor.has_value());
+  const auto& cost = diff(r.windows[0], "window_cost_baseline");  // 0.050, 0.060
+  ASSERT_TRUE(cost.over_floor.has_value());
+  EXPECT_NEAR(*cost.over_floor, 0.055 / (0.0035 * std::sqrt(2.0)), 1e-9);
+  EXPECT_TRUE(r.variants.empty()) << "the windowed group is reported as a window, not as a variant";
 }
 
 TEST_F(ReportTest, EveryPairedDifferenceOfTierOne) {
@@ -604,6 +674,27 @@ TEST_F(ReportTest, TriggerAndOtherLossesArePairedLikeTheFinalLoss) {
   ASSERT_TRUE(j["groups"][0].contains("domains"));
   EXPECT_EQ(j["groups"][0]["domains"][1]["domain"], "val_loss_other");
   EXPECT_EQ(j["groups"][0]["domains"][0]["differences"][0]["id"], "zero_option");
+  EXPECT_FALSE(g.domains[0].noise_floor.has_value()) << "no twins: no floor";
+  EXPECT_EQ(md.find("mean / floor"), std::string::npos);
+
+  // Twins give each domain a floor of its own, from the twins' losses in that domain: trigger
+  // 0.52 / 0.37 against 0.50 / 0.40 (+0.02, -0.03: sd 0.05 / sqrt 2), other 2.51 / 2.60 (+0.01, 0).
+  baseline_twins("t1", "null");
+  const double tt[] = {0.52, 0.37}, to[] = {2.51, 2.60};
+  for (uint64_t s = 1; s <= 2; ++s) add_split("baseline", s, tt[s - 1], to[s - 1]);
+  const auto twinned = build_report(dir(), false);
+  const auto& d = group(twinned, "t1").domains;
+  ASSERT_TRUE(d[0].noise_floor.has_value());
+  ASSERT_EQ(d[0].noise_floor->pairs.size(), 2u);
+  EXPECT_NEAR(d[0].noise_floor->pairs[1].value, -0.03, 1e-12);
+  EXPECT_NEAR(*d[0].noise_floor->stats.sd, 0.05 / std::sqrt(2.0), 1e-12);
+  EXPECT_NEAR(*domain_diff(d[0], "zero_option").over_floor, 0.5 / 3 / (0.05 / std::sqrt(2.0)), 1e-9);
+  EXPECT_NEAR(*d[1].noise_floor->stats.sd, 0.01 / std::sqrt(2.0), 1e-12);
+  const auto twinned_md = report_markdown(twinned);
+  const auto trigger_at = twinned_md.find("### val_loss_trigger: paired differences");
+  ASSERT_NE(trigger_at, std::string::npos);
+  EXPECT_NE(twinned_md.find("| mean / floor |", trigger_at), std::string::npos);
+  EXPECT_NE(report_json(twinned)["groups"][0]["domains"][0].at("noise_floor").at("floor"), nullptr);
 }
 
 TEST_F(ReportTest, WithoutAManifestRunDirectoriesAreFoundAndUnstartedOnesCannotBe) {

@@ -106,7 +106,10 @@ TEST_F(SweepTest, NullPairsAddOneTwinPerRunOfTheirArmsUnderAnotherInitSeed) {
   EXPECT_EQ(error_of("grid:\n  seed: [1]\nnull_pairs: {arms: [combo]}\n"),
             (dir() / "sweeps/s.yaml").string() + ": null_pairs.arms: combo has no run in the grid");
   EXPECT_EQ(error_of("grid:\n  seed: [1]\nnull_pairs: {arms: [baseline], offset: 3}\n"),
-            (dir() / "sweeps/s.yaml").string() + ": null_pairs.offset: unknown key (known: arms, init_seed_offset)");
+            (dir() / "sweeps/s.yaml").string() + ": null_pairs.offset: unknown key (known: arms, init_seed_offset, grids)");
+  EXPECT_EQ(error_of("grid:\n  seed: [1]\nnull_pairs: {arms: [baseline, baseline]}\n"),
+            (dir() / "sweeps/s.yaml").string() +
+                ": null_pairs.arms: baseline is listed twice (each run of an arm has one null twin)");
   EXPECT_EQ(error_of("grid:\n  seed: [1]\nnull_pairs: {arms: [baseline], init_seed_offset: 0}\n"),
             (dir() / "sweeps/s.yaml").string() +
                 ": null_pairs.init_seed_offset: must be positive (0 would run each twin under its original's seed)");
@@ -116,6 +119,48 @@ TEST_F(SweepTest, NullPairsAddOneTwinPerRunOfTheirArmsUnderAnotherInitSeed) {
             (dir() / "sweeps/s.yaml").string() +
                 ": null_pairs.init_seed_offset: run micro/baseline/s18446744073709551615's init seed 18446744073709551615 + 1000 "
                 "is beyond 2^64 - 1");
+}
+
+// grid: as a list of mappings (docs/sweeps.md, "Grid lists"): each one a product, their runs in list
+// order; a run of the second grid carries its keys in its variant, so the first grid's runs stay
+// plain; null_pairs.grids twins only the listed grids' runs.
+TEST_F(SweepTest, AGridListAddsEachProductInOrderAndTwinsOnlyTheGridsNamed) {
+  const auto runs = expand_sweep(sweep("grid:\n  - {model.arm: [baseline, combo2], seed: [1, 2]}\n"
+                                       "  - {model.arm: [baseline], optim.name: [sgd], optim.lr: [0.3], seed: [1, 2]}\n"
+                                       "null_pairs: {arms: [baseline], grids: [0]}\n"));
+  const std::vector<std::string> names = {"micro/baseline/s1",
+                                          "micro/baseline/s2",
+                                          "micro/combo2/s1",
+                                          "micro/combo2/s2",
+                                          "micro/baseline/optim.name-sgd/optim.lr-0.3/s1",
+                                          "micro/baseline/optim.name-sgd/optim.lr-0.3/s2",
+                                          "micro/baseline/null/s1",
+                                          "micro/baseline/null/s2"};
+  ASSERT_EQ(runs.size(), names.size());
+  for (size_t i = 0; i < runs.size(); ++i) EXPECT_EQ(runs[i].name, names[i]);
+  EXPECT_EQ(runs[0].variant, "");
+  EXPECT_EQ(runs[4].variant, "optim.name-sgd/optim.lr-0.3");
+  EXPECT_EQ(runs[4].resolved.optim.optimizer(), OptimizerName::sgd);
+  EXPECT_DOUBLE_EQ(runs[4].resolved.optim.lr, 0.3);
+  // Same seed, other optimizer: the same init and data seeds, so the pair is a paired contrast.
+  EXPECT_EQ(differing_keys(runs[0].resolved, runs[4].resolved),
+            (std::vector<std::string>{"optim.lr", "out_dir", "optim.name"}));
+  // Without null_pairs.grids, every grid's baseline runs are twinned.
+  EXPECT_EQ(expand_sweep(sweep("grid:\n  - {seed: [1]}\n  - {optim.lr: [0.3], seed: [1]}\nnull_pairs: {arms: [baseline]}\n"))
+                .size(),
+            4u);
+  const auto file = (dir() / "sweeps/s.yaml").string();
+  EXPECT_EQ(error_of("grid: []\n"), file + ": grid: an empty list runs nothing; give one mapping or more");
+  EXPECT_EQ(error_of("grid:\n  - {seed: [1]}\n  - [1, 2]\n"),
+            file + ": grid[1]: expected a mapping of key: [values] (or a list of such mappings)");
+  EXPECT_EQ(error_of("grid:\n  - {seed: [1]}\n  - {tier: [huge]}\n"),
+            file + ": grid[1].tier: " + (dir() / "tiers/huge.yaml").string() + " not found");
+  EXPECT_EQ(error_of("grid:\n  - {seed: [1]}\nnull_pairs: {arms: [baseline], grids: [1]}\n"),
+            file + ": null_pairs.grids: 1 is not a grid of this sweep (it has 1, from 0)");
+  EXPECT_EQ(error_of("grid:\n  - {seed: [1]}\n  - {model.arm: [combo2]}\nnull_pairs: {arms: [combo2], grids: [0]}\n"),
+            file + ": null_pairs.arms: combo2 has no run in the grids null_pairs.grids names");
+  EXPECT_EQ(error_of("grid:\n  - {seed: [1]}\n  - {seed: [1]}\n"),
+            file + ": two grid points give the run micro/baseline/s1 (a value listed twice?)");
 }
 
 TEST_F(SweepTest, PerTierSeedListsAndExtraKeysInTheName) {
@@ -350,10 +395,18 @@ TEST(ShippedSweeps, DemoIsBaselineAndOutGateWithTwinsOnTheBigramBackcopyTask) {
 TEST(ShippedSweeps, PhenomenaIsSixArmsThreeSeedsAndBaselineTwins) {
   const fs::path root = attnlab::test::source_dir();
   const auto runs = expand_sweep(load_sweep(root / "configs/sweeps/phenomena.yaml"));
-  ASSERT_EQ(runs.size(), 6u * 3 + 3);
+  ASSERT_EQ(runs.size(), 6u * 3 + 3 + 3);  // AdamW's six arms, SGD's baseline, AdamW baseline's twins
   EXPECT_EQ(runs.back().name, "bb/baseline/null/s3");
   EXPECT_EQ(runs.front().resolved.total_steps(), 500);
   EXPECT_EQ(runs.front().resolved.eval.trigger_tokens, (std::vector<int64_t>{0, 1, 2}));
+  const auto& sgd = runs[18];
+  EXPECT_EQ(sgd.name, "bb/baseline/optim.name-sgd/optim.lr-0.3/optim.weight_decay-0.002/s1");
+  EXPECT_EQ(sgd.resolved.optim.optimizer(), OptimizerName::sgd);
+  // lr x coupled decay is AdamW's per-step decay: 6e-3 x 0.1.
+  EXPECT_NEAR(sgd.resolved.optim.lr * sgd.resolved.optim.weight_decay, runs[0].resolved.optim.lr * runs[0].resolved.optim.weight_decay,
+              1e-12);
+  EXPECT_EQ(differing_keys(runs[0].resolved, sgd.resolved),
+            (std::vector<std::string>{"optim.lr", "optim.weight_decay", "out_dir", "optim.name"}));
 }
 
 TEST(ShippedSweeps, NullPairsTwinEveryDemoRunOfBaselineAndSinkLogit) {

@@ -178,9 +178,12 @@ TEST(WindowBackends, RefusalsNameTheWindow) {
   EXPECT_NE(message(AttentionBackend::cudnn, {4, 0}).find("no sliding window"), std::string::npos);
   EXPECT_EQ(message(AttentionBackend::flash, {4, 2}), "");  // CPU: over query chunks, kept positions too
   EXPECT_EQ(message(AttentionBackend::sdpa, {9, 0}), "");
-  EXPECT_NE(flash_refusal(at::Device(at::kCUDA, 0), at::kHalf, 64, 9, 9, false, 90, {4, 2}).find("keep"),
-            std::string::npos);
-  EXPECT_EQ(flash_refusal(at::Device(at::kCUDA, 0), at::kHalf, 64, 9, 9, false, 90, {4, 0}), "");
+  AttentionRequest cuda;
+  cuda.device = at::Device(at::kCUDA, 0), cuda.dtype = at::kHalf, cuda.q_len = cuda.k_len = 9, cuda.cuda_capability = 90;
+  cuda.window = {4, 2};
+  EXPECT_NE(flash_refusal(cuda).find("keep"), std::string::npos);
+  cuda.window = {4, 0};
+  EXPECT_EQ(flash_refusal(cuda), "");
   // auto on CPU runs flash for a local layer in float32 and matches the reference.
   parity::expect_arm_runs_close(parity::run_arm_windowed(arm, l, AttentionBackend::automatic, {4, 0}),
                                 parity::run_arm_windowed(arm, l, AttentionBackend::reference, {4, 0}), 1e-5, "auto");

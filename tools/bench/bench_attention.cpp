@@ -266,16 +266,16 @@ Measure measure(const Setup& s, const CaseSpec& c) {
   return m;
 }
 
-/// The backends that serve `arm` at a window (sdpa and cudnn have none; flash only on CUDA, n = 0).
+/// The backends that serve `arm` at a window: the backend table's rows whose refusal of such a call is
+/// empty (sdpa and cudnn have no window; flash on CUDA only with n = 0).
 std::vector<std::string> backends_for(const Setup& s, const std::string& arm, int64_t window) {
-  const attnlab::AttentionWindow w = window > 0 ? attnlab::AttentionWindow{window, s.keep_first} : attnlab::AttentionWindow{};
-  const int64_t T = window + s.keep_first + 1;  // a length the window hides a key of
-  std::vector<std::string> all{"fused", "reference"};
-  if (attnlab::flash_refusal(at::Device(s.device), parse_dtype(s.dtype), s.d, T, T, false, 0, w).empty())
-    all.insert(all.begin() + 1, "flash");
-  if (window == 0 && attnlab::cudnn_refusal(at::Device(s.device), parse_dtype(s.dtype), s.d, 2, 2, false).empty())
-    all.insert(all.begin() + 1, "cudnn");
-  if (arm == "baseline" && window == 0) all.push_back("sdpa");
+  attnlab::AttentionRequest r;
+  r.device = at::Device(s.device), r.dtype = parse_dtype(s.dtype), r.head_dim = s.d;
+  r.q_len = r.k_len = window + s.keep_first + 1;  // a length the window hides a key of
+  if (window > 0) r.window = {window, s.keep_first};
+  std::vector<std::string> all;
+  for (const auto& row : attnlab::backend_table())
+    if (row.refusal(r, attnlab::arm_by_name(arm)).empty()) all.push_back(row.name);
   if (s.backends.empty()) return all;
   std::vector<std::string> chosen;
   for (const auto& b : all)

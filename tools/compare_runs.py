@@ -11,6 +11,8 @@ name the same paths), on the same synthetic shards, one CPU thread:
   - combo2 resumed once more under a larger budget (a schedule_change record);
   - a branch (--branch-from baseline's step 10, weight decay 0, to step 14);
   - a sweep of two arms and two seeds;
+  - a windowed sink_out_gate run with every architecture option, 6 steps; export-hf of it and of combo2,
+    and import-hf of both exports;
   - probe and inject on baseline and combo2, activations over the three arms, eval on sink_token.
 
 Then every file of one tree must be in the other, equal byte for byte, except what depends on the
@@ -92,6 +94,11 @@ grid:
 """
 
 ARMS = ["baseline", "sink_token", "combo2"]
+MODELING_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python", "attnlab_hf")
+# A windowed model with every architecture option: its checkpoints, export and import name every model key.
+WINDOWED = [f"model.{kv}" for kv in ("arm=sink_out_gate", "window=9", "window_pattern=LG", "window_keep_first=1",
+                                     "rotary_fraction=0.5", "parallel_residual=true", "gelu=erf", "untied_head=true")]
+WINDOWED = [a for kv in WINDOWED for a in ("--set", kv)]
 
 
 def write_shard(path, tokens):
@@ -139,6 +146,12 @@ def scenario(binary, work):
     run(binary, train + ["--set", "out_dir=runs/branch", "--set", "optim.weight_decay=0", "--set",
                          "train.max_steps=14", "--branch-from", "runs/baseline/checkpoints/step_000010"], work, log)
     run(binary, ["sweep", "--config", "sweep.yaml", "--workers", "1"], work, log)
+    run(binary, train + ["--set", "out_dir=runs/windowed", "--set", "train.max_steps=6"] + WINDOWED, work, log)
+    for name in ["combo2", "windowed"]:  # the attnlab form of config.json, there and back
+        run(binary, ["export-hf", "--checkpoint", f"runs/{name}", "--out", f"hf/{name}", "--tokenizer", "none",
+                     "--modeling-dir", MODELING_DIR], work, log)  # a copied binary has no source tree beside it
+        run(binary, ["import-hf", f"hf/{name}", "--out", f"runs/imported_{name}", "--step", "6",
+                     "--set", "data.val=data/cmp_val_*.bin"], work, log)
     for arm in ["baseline", "combo2"]:
         run(binary, ["probe", "--checkpoint", f"runs/{arm}", "--sequences", "4", "--batch-size", "2", "--quiet",
                      "--out", f"analyses/probe_{arm}"], work, log)

@@ -6,39 +6,34 @@ tools/golden_arms.py: each query's visible keys are listed one by one as the set
 V(i) = {j : j <= i and (i - j < W or j < n)}, the sink term is an extra column of the log-sum-exp, and
 the gradients of sum(o * R) are autograd's (golden_arms.py takes central finite differences).
 
-    venv/bin/python tools/golden_windows_crosscheck.py [tests/data/golden/window_arms.json]
+    venv/bin/python tools/golden_windows_crosscheck.py [tests/data/golden/window_arms.json] [--attnlab build/attnlab]
 
 Prints the largest difference of the outputs (o, lse, phantom mass, output gate) and of the gradients
 over every case; exit 1 when they exceed 1e-12 and 1e-7 (the golden README's tolerances).
 """
+import argparse
 import json
+import subprocess
 import sys
 
 import torch
 
-# docs/arms.md, "The arms": (sink, gate, slot, output gate) of the arms a windowed case may name.
-ARMS = {
-    "baseline": (None, None, None, None),
-    "off_by_one": ("zero", None, None, None),
-    "sink_logit": ("learned", None, None, None),
-    "norm_gate": (None, "norm", "value", None),
-    "proj_gate": (None, "projection", "value", None),
-    "renorm": (None, "norm", "routing", None),
-    "combo": ("learned", "norm", "value", None),
-    "combo2": ("learned", "projection", "value", None),
-    "out_gate": (None, None, None, "headwise"),
-    "out_gate_elem": (None, None, None, "elementwise"),
-    "sink_out_gate": ("learned", None, None, "headwise"),
-}
+def registry_arms(binary):
+    """(sink, gate, slot, output gate) of every arm of the registry (`attnlab arms --json`), None for
+    a feature the arm lacks."""
+    arms = json.loads(subprocess.run([binary, "arms", "--json"], check=True, capture_output=True, text=True).stdout)
+    feature = lambda value: None if value == "none" else value  # noqa: E731
+    return {a["name"]: (feature(a["sink"]), feature(a["gate"]), a["gate_slot"] if a["gate"] != "none" else None,
+                        feature(a["out_gate"])) for a in arms}
 
 
 def visible_keys(i, window, keep_first):
     return [j for j in range(i + 1) if i - j < window or j < keep_first]
 
 
-def attention(arm, window, keep_first, t):
+def attention(features, window, keep_first, t):
     """o [H, T, d] (gated by the output gate where the arm has one), lse [H, T], phantom [H, T], gate."""
-    sink, gate, slot, out_gate = ARMS[arm]
+    sink, gate, slot, out_gate = features
     q, k, v = t["q"], t["k"], t["v"]
     H, T, d = q.shape
     if gate == "norm":
@@ -73,15 +68,19 @@ def attention(arm, window, keep_first, t):
 
 
 def main():
-    path = sys.argv[1] if len(sys.argv) > 1 else "tests/data/golden/window_arms.json"
-    with open(path) as f:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("golden", nargs="?", default="tests/data/golden/window_arms.json")
+    p.add_argument("--attnlab", default="build/attnlab", help="the binary whose arm registry names the features")
+    args = p.parse_args()
+    arms = registry_arms(args.attnlab)
+    with open(args.golden) as f:
         golden = json.load(f)
     as_tensor = lambda x: torch.tensor(x, dtype=torch.float64)
     out_err = grad_err = 0.0
     for name, case in golden["arms"].items():
         t = {n: as_tensor(golden[n]).requires_grad_() for n in ("q", "k", "v") + (("x",) if "x" in golden else ())}
         t.update({n: as_tensor(p).requires_grad_() for n, p in case["params"].items()})
-        o, lse, phantom, gamma = attention(case["arm"], case["window"], case["keep_first"], t)
+        o, lse, phantom, gamma = attention(arms[case["arm"]], case["window"], case["keep_first"], t)
         (o * as_tensor(golden["R"])).sum().backward()
         pairs = [(o, case["o"]), (lse, case["lse"]), (phantom, case["phantom_mass"])]
         if gamma is not None:

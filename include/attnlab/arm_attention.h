@@ -8,6 +8,7 @@
 #include <string>
 
 #include "attnlab/arm.h"
+#include "attnlab/arm_params.h"
 #include "attnlab/attention.h"
 #include "attnlab/attention_backend.h"
 #include "attnlab/backend_table.h"
@@ -22,10 +23,10 @@ struct ArmLayerParams {
   at::Tensor gate_c;      ///< [H] c_h (projection gate)
 };
 
-/// The member of `params` that holds the arm parameter attention_params() (arm_params.h) calls
-/// `name`: how a layer fills its ArmLayerParams once, at construction. Throws std::logic_error for
-/// any other name.
-at::Tensor& arm_param_slot(ArmLayerParams& params, const std::string& name);
+/// The member of `params` that holds `param` (arm_params.h): how a layer fills its ArmLayerParams
+/// once, at construction. Throws std::logic_error for the output gate's two, which act outside the
+/// attention and have no member here.
+at::Tensor& arm_param_slot(ArmLayerParams& params, ArmParam param);
 
 /// Keys after the arm's per-key work: exactly what a KV cache holds (SPEC section 1, KV cache).
 struct PreparedKeys {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "attnlab/arm.h"
+#include "attnlab/name_table.h"
 
 namespace attnlab {
 
@@ -21,9 +22,26 @@ inline constexpr double kOutGateBiasInit = 4.0;
 /// Std of the normal init of the learned sink token e_sink (as the token embedding, GPT-2).
 inline constexpr double kSinkTokenInitStd = 0.02;
 
-/// One parameter an arm adds to each attention layer (or once, for the sink token).
+/// The parameters an arm may add to an attention layer (SPEC section 1), each named once by its table:
+/// code that places a parameter switches on the value, never on the name.
+enum class ArmParam {
+  sink_logit,  ///< b_h (learned sink)
+  gate_tau,    ///< tau_h (norm gate)
+  gate_w,      ///< w_h (projection gate)
+  gate_c,      ///< c_h (projection gate)
+  out_gate_w,  ///< W_g (output gate)
+  out_gate_c,  ///< c_g (output gate)
+};
+
+/// sink_logit | gate_tau | gate_w | gate_c | out_gate_w | out_gate_c: the names inside the attention
+/// module, hence of the tensors in checkpoints and exports (docs/checkpoints.md).
+template <> const NameTable<ArmParam>& name_table<ArmParam>();
+std::string to_string(ArmParam param);
+
+/// One parameter an arm adds to each attention layer.
 struct ArmParamSpec {
-  std::string name;            ///< name inside the attention module, e.g. "sink_logit"
+  ArmParam param;
+  std::string name;            ///< to_string(param), e.g. "sink_logit"
   std::vector<int64_t> shape;  ///< e.g. {H} or {H, head_dim}
   double init_value = 0.0;     ///< constant init (every arm parameter except e_sink)
   bool weight_decay = false;   ///< always false for arm parameters (SPEC section 1)

@@ -79,6 +79,11 @@ enum class HfExportKind {
 };
 std::string to_string(HfExportKind kind);
 
+/// The features of `arm` (after with_routing_gate) as attnlab's config.json spells them: sink, gate,
+/// gate_slot, sink_token, out_gate, by the names of arm.h's tables. The modeling code reads them instead
+/// of a copy of the arm table; import_hf checks them against the arm; `attnlab arms --json` prints them.
+nlohmann::json hf_arm_features(const ArmSpec& arm);
+
 /// The form a model with this config exports to: gpt2 for the baseline arm with learned positions and
 /// a sequential residual, gpt_neox for the baseline arm with rotary positions, attnlab otherwise.
 HfExportKind hf_export_kind(const ModelConfig& config);

@@ -10,12 +10,16 @@
 
 namespace attnlab {
 
-at::Tensor& arm_param_slot(ArmLayerParams& params, const std::string& name) {
-  if (name == "sink_logit") return params.sink_logit;
-  if (name == "gate_tau") return params.gate_tau;
-  if (name == "gate_w") return params.gate_w;
-  if (name == "gate_c") return params.gate_c;
-  throw std::logic_error("arm_param_slot: no arm parameter is called '" + name + "'");
+at::Tensor& arm_param_slot(ArmLayerParams& params, ArmParam param) {
+  switch (param) {
+    case ArmParam::sink_logit: return params.sink_logit;
+    case ArmParam::gate_tau: return params.gate_tau;
+    case ArmParam::gate_w: return params.gate_w;
+    case ArmParam::gate_c: return params.gate_c;
+    case ArmParam::out_gate_w:
+    case ArmParam::out_gate_c: break;
+  }
+  throw std::logic_error("arm_param_slot: " + to_string(param) + " is no parameter of the attention call");
 }
 
 PreparedKeys prepare_keys(const ArmSpec& arm, const ArmLayerParams& params, const at::Tensor& k,

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include "attnlab/model_config_json.h"
 #include "attnlab/version.h"
 #include "common/durable_file.h"
 #include "checkpoint/file_ops.h"
@@ -98,7 +99,7 @@ void write_files(const fs::path& dir, const Tensors& tensors, const ModelConfig&
   const std::string step = std::to_string(state.step);
   write_safetensors(dir / kModelFile, tensors.weights,
                     {{"format", "pt"},
-                     {kMetaModel, dump_for(detail::model_config_to_json(model), dir / kModelFile)},
+                     {kMetaModel, dump_for(model_config_to_json(model), dir / kModelFile)},
                      {kMetaConfig, dump_for(detail::config_to_json(state.config), dir / kModelFile)},
                      {kMetaStep, step}});
   if (tensors.has_optimizer) {
@@ -176,8 +177,8 @@ OptimizerName parse_optimizer_name(const SafetensorsMetadata& metadata, const fs
 // ---- restoring --------------------------------------------------------------------------------
 
 void check_same_model(const LoadedCheckpoint& ckpt, const GPTImpl& model) {
-  const json saved = detail::model_config_to_json(ckpt.model_config);
-  const json here = detail::model_config_to_json(model.config());
+  const json saved = model_config_to_json(ckpt.model_config);
+  const json here = model_config_to_json(model.config());
   // Over the keys of both: an optional key (a window) missing on one side is null there.
   std::set<std::string> keys;
   for (const auto* j : {&saved, &here})
@@ -266,7 +267,7 @@ LoadedModel model_from_file(const fs::path& file) {
   ckpt.dir = file.parent_path();
   json config = json::object();
   try {
-    ckpt.model_config = detail::model_config_from_json(detail::parse_json(meta.at(kMetaModel)), file);
+    ckpt.model_config = detail::read_model_config(detail::parse_json(meta.at(kMetaModel)), file);
     if (meta.count(kMetaConfig)) config = detail::parse_json(meta.at(kMetaConfig));
   } catch (const detail::JsonError& e) {
     throw CheckpointError(file, std::string("bad attnlab metadata: ") + e.what());

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <ctime>
 
+#include "attnlab/model_config_json.h"
 #include "attnlab/version.h"
 #include "checkpoint/file_ops.h"
 #include "checkpoint/sha256.h"
@@ -80,14 +81,6 @@ std::string string_field(const json& j, const std::string& key, const fs::path& 
   return v.get<std::string>();
 }
 
-/// One of the names of E's table (name_table.h).
-template <class E>
-E name_field(const json& j, const std::string& key, const fs::path& file) {
-  const auto text = string_field(j, key, file);
-  if (const auto value = name_table<E>().find(text)) return *value;
-  throw CheckpointError(file, name_table<E>().refusal(text, "field '" + key + "'"));
-}
-
 /// A number, or `if_null` for null.
 double loss_field(const json& j, const std::string& key, double if_null, const fs::path& file) {
   const json& v = field(j, key, file);
@@ -100,32 +93,6 @@ const json& object_field(const json& j, const std::string& key, const fs::path& 
   const json& v = field(j, key, file);
   if (!v.is_object()) throw CheckpointError(file, "field '" + key + "' is not an object");
   return v;
-}
-
-double number_field(const json& j, const std::string& key, const fs::path& file) {
-  const json& v = field(j, key, file);
-  if (!v.is_number()) throw CheckpointError(file, "field '" + key + "' is not a number: " + v.dump());
-  return v.get<double>();
-}
-
-bool bool_field(const json& j, const std::string& key, const fs::path& file) {
-  const json& v = field(j, key, file);
-  if (!v.is_boolean()) throw CheckpointError(file, "field '" + key + "' is not true or false: " + v.dump());
-  return v.get<bool>();
-}
-
-/// The options added after format version 1 was fixed; a checkpoint written before them lacks the
-/// keys and had them off, which the defaults say.
-void read_architecture_options(const json& j, ModelConfig& cfg, const fs::path& file) {
-  if (j.contains("rotary_fraction")) cfg.rotary_fraction = number_field(j, "rotary_fraction", file);
-  if (j.contains("rotary_base")) cfg.rotary_base = number_field(j, "rotary_base", file);
-  if (j.contains("parallel_residual")) cfg.parallel_residual = bool_field(j, "parallel_residual", file);
-  if (j.contains("untied_head")) cfg.untied_head = bool_field(j, "untied_head", file);
-  if (j.contains("gelu")) cfg.gelu = name_field<GeluKind>(j, "gelu", file);
-  // Windows (docs/windows.md): written only for a windowed model, so other checkpoints keep their bytes.
-  if (j.contains("window")) cfg.window = int_field(j, "window", file);
-  if (j.contains("window_pattern")) cfg.window_pattern = string_field(j, "window_pattern", file);
-  if (j.contains("window_keep_first")) cfg.window_keep_first = int_field(j, "window_keep_first", file);
 }
 
 RngStates parse_rng(const json& j, const fs::path& file) {
@@ -257,35 +224,13 @@ std::string quoted_names(const std::vector<std::string>& names) {
   return out;
 }
 
-json model_config_to_json(const ModelConfig& cfg) {
-  json j = {{"arm", cfg.arm},
-          {"n_layer", cfg.n_layer},
-          {"n_head", cfg.n_head},
-          {"d_model", cfg.d_model},
-          {"block_size", cfg.block_size},
-          {"vocab_size", cfg.vocab_size},
-          {"routing_gate", to_string(cfg.routing_gate)},
-          {"rotary_fraction", cfg.rotary_fraction},
-          {"rotary_base", cfg.rotary_base},
-          {"parallel_residual", cfg.parallel_residual},
-          {"untied_head", cfg.untied_head},
-          {"gelu", to_string(cfg.gelu)}};
-  if (cfg.window) j["window"] = *cfg.window;
-  if (cfg.window_pattern) j["window_pattern"] = *cfg.window_pattern;
-  if (cfg.window_keep_first) j["window_keep_first"] = *cfg.window_keep_first;
-  return j;
-}
-
-ModelConfig model_config_from_json(const json& j, const fs::path& origin) {
+ModelConfig read_model_config(const json& j, const fs::path& origin) {
   ModelConfig cfg;
-  cfg.arm = string_field(j, "arm", origin);
-  cfg.n_layer = int_field(j, "n_layer", origin);
-  cfg.n_head = int_field(j, "n_head", origin);
-  cfg.d_model = int_field(j, "d_model", origin);
-  cfg.block_size = int_field(j, "block_size", origin);
-  cfg.vocab_size = int_field(j, "vocab_size", origin);
-  read_architecture_options(j, cfg, origin);
-  cfg.routing_gate = name_field<GateKind>(j, "routing_gate", origin);
+  try {
+    cfg = model_config_from_json(j);
+  } catch (const std::invalid_argument& e) {
+    throw CheckpointError(origin, std::string("field ") + e.what());
+  }
   try {
     cfg.validate();
   } catch (const std::invalid_argument& e) {
@@ -344,7 +289,7 @@ StateFile read_state_file(const fs::path& file) {
   t.rng = parse_rng(object_field(j, "rng", file), file);
   t.config = config_from_json(object_field(j, "config", file), file);
   t.trainer = trainer_from_json(object_field(j, "extra", file), file);
-  s.model = model_config_from_json(object_field(j, "model", file), file);
+  s.model = read_model_config(object_field(j, "model", file), file);
   s.files = object_field(j, "files", file);
   check_train_state(t, file, s.files.contains(kOptimizerFile));
   check_directory_step(t, file);

@@ -24,9 +24,10 @@ int64_t step_of_dir_name(const std::string& name);
 /// Up to three of `names`, quoted and comma-separated, then "and N more": for error messages.
 std::string quoted_names(const std::vector<std::string>& names);
 
-nlohmann::json model_config_to_json(const ModelConfig& cfg);
-/// Throws CheckpointError naming `origin` on a missing, mistyped or impossible field.
-ModelConfig model_config_from_json(const nlohmann::json& j, const std::filesystem::path& origin);
+/// The model `j` (state.json's "model", or model.safetensors' attnlab.model) describes, read by
+/// model_config_to_json's key list (model_config_json.h) and validated. Throws CheckpointError naming
+/// `origin` on a missing, mistyped or impossible field.
+ModelConfig read_model_config(const nlohmann::json& j, const std::filesystem::path& origin);
 
 struct StateFile {
   TrainState state;

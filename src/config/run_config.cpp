@@ -20,39 +20,19 @@
 #include "attnlab/task_file.h"
 #include "common/seed_mix.h"
 #include "config/backend_check.h"
+#include "config/model_fields.h"
 #include "config/sizes.h"
 #include "config/yaml_io.h"
 
 namespace attnlab {
 namespace {
 
-template <class T>
-struct is_optional : std::false_type {};
-template <class T>
-struct is_optional<std::optional<T>> : std::true_type {};
+using detail::is_optional_v;
+using detail::Need;
 template <class T>
 struct is_vector : std::false_type {};
 template <class T>
 struct is_vector<std::vector<T>> : std::true_type {};
-
-template <class V>
-void visit_model_fields(ModelConfig& m, V& v) {
-  v.field("arm", m.arm);
-  v.field("n_layer", m.n_layer);
-  v.field("n_head", m.n_head);
-  v.field("d_model", m.d_model);
-  v.field("block_size", m.block_size);
-  v.field("vocab_size", m.vocab_size);
-  v.field("routing_gate", m.routing_gate);
-  v.field("rotary_fraction", m.rotary_fraction);
-  v.field("rotary_base", m.rotary_base);
-  v.field("parallel_residual", m.parallel_residual);
-  v.field("untied_head", m.untied_head);
-  v.field("gelu", m.gelu);
-  v.field("window", m.window);  // optional, as the two below: written only with a window (docs/windows.md)
-  v.field("window_pattern", m.window_pattern);
-  v.field("window_keep_first", m.window_keep_first);
-}
 
 // The config's keys in order: one list drives reading, checking, writing and diffing (docs/config.md).
 template <class V>
@@ -62,7 +42,7 @@ void visit_fields(RunConfig& c, V& v) {
   v.field("init_seed", c.init_seed);  // optional: written only when set
   v.field("data_seed", c.data_seed);
   v.field("out_dir", c.out_dir);
-  v.section("model", [&] { visit_model_fields(c.model, v); });
+  v.section("model", [&] { detail::visit_model_fields(c.model, v); });
   v.section("attention", [&] { v.field("backend", c.attention.backend); });
   v.section("data", [&] {
     v.field("train", c.data.train);
@@ -123,8 +103,8 @@ struct JsonWriter {
   nlohmann::json root = nlohmann::json::object();
   nlohmann::json* cur = &root;
   template <class T>
-  void field(const char* key, const T& value) {
-    if constexpr (is_optional<T>::value) {
+  void field(const char* key, const T& value, Need = Need::defaulted) {
+    if constexpr (is_optional_v<T>) {
       if (value) field(key, *value);  // an unset key is left out, so configs without it keep their bytes
     } else if constexpr (std::is_enum_v<T>) {
       (*cur)[key] = name_table<T>().name(value);  // the name the YAML holds
@@ -150,11 +130,11 @@ struct YamlReader {
 
   std::string path(const char* key) const { return prefix + key; }
   template <class T>
-  void field(const char* key, T& out) {
+  void field(const char* key, T& out, Need = Need::defaulted) {  // a YAML key may always default
     known.insert(path(key));
     const YAML::Node node = std::as_const(cur)[key];
     if (!node) return;
-    if constexpr (is_optional<T>::value) {
+    if constexpr (is_optional_v<T>) {
       using V = typename T::value_type;
       if (node.IsNull()) {  // `key: null` unsets what an included file set
         out.reset();
@@ -211,8 +191,8 @@ struct ValueCheck {
   std::string prefix;
 
   template <class T>
-  void field(const char* key, const T& value) {
-    if constexpr (is_optional<T>::value) {
+  void field(const char* key, const T& value, Need = Need::defaulted) {
+    if constexpr (is_optional_v<T>) {
       if (value) field(key, *value);
     } else if constexpr (std::is_floating_point_v<T>) {
       if (!std::isfinite(value))
@@ -305,6 +285,26 @@ void check_optimizer_keys(const OptimConfig& o) {
   require(mu >= 0 && mu < 1, fmt::format("optim.momentum: must lie in [0, 1), got {}", yaml_io::format_float(mu)));
   require(!o.effective_nesterov() || mu > 0, "optim.nesterov: Nesterov momentum needs optim.momentum > 0");
   require(o.effective_muon_lr() > 0, "optim.muon_lr: must be positive");
+}
+
+// The model keys files had not held from the start (Need::defaulted), but an optional one: unset, it
+// is not written at all.
+struct AddedKeys {
+  std::vector<std::string> keys;
+  template <class T>
+  void field(const char* key, const T&, Need need) {
+    if (need == Need::defaulted && !is_optional_v<T>) keys.push_back(key);
+  }
+};
+
+const std::vector<std::string>& model_keys_added_later() {
+  static const std::vector<std::string> keys = [] {
+    ModelConfig model;
+    AddedKeys added;
+    detail::visit_model_fields(model, added);
+    return added.keys;
+  }();
+  return keys;
 }
 
 constexpr int64_t kMaxThreads = 1024;                // more than any CPU has cores (and it must fit an int)
@@ -469,7 +469,7 @@ std::string config_hash(const RunConfig& cfg) {
   j["eval"].erase("trigger_tokens");  // nor splitting the validation loss
   // Model options added after runs existed count only when set, so those runs keep their hash.
   const auto defaults = to_json(RunConfig{})["model"];
-  for (const char* key : {"rotary_fraction", "rotary_base", "parallel_residual", "untied_head", "gelu"})
+  for (const auto& key : model_keys_added_later())
     if (j["model"][key] == defaults[key]) j["model"].erase(key);
   const uint64_t h = seed_mix::fnv1a(j.dump());  // over the canonical (sorted-key) dump
   char buf[17];

@@ -5,6 +5,7 @@
 
 #include "attnlab/arm_params.h"
 #include "attnlab/checkpoint_error.h"
+#include "attnlab/model_config_json.h"
 #include "attnlab/shards.h"
 #include "common/json_read.h"
 
@@ -48,14 +49,6 @@ struct ConfigReader {
   }
   void require(bool ok, const char* key, const std::string& what) const {
     if (!ok) fail(key, what);
-  }
-  /// One of the names of E's table (name_table.h).
-  template <class E>
-  E name(const char* key, E fallback) const {
-    const std::string text = string(key, name_table<E>().name(fallback));
-    const auto value = name_table<E>().find(text);
-    if (!value) fail(key, "= '" + text + "' is not one of " + name_table<E>().valid_names());
-    return *value;
   }
 };
 
@@ -136,32 +129,24 @@ HfArchitecture from_neox(const ConfigReader& c) {
   return a;
 }
 
-// attnlab's own export: the model config verbatim, the arm's features checked against the arm.
+// attnlab's own export: the model config verbatim (model_config_json.h), the arm's features checked
+// against the arm.
 HfArchitecture from_attnlab(const ConfigReader& c) {
-  HfArchitecture a = with_dimensions(c, HfExportKind::attnlab, {"d_model", "n_layer", "n_head", "block_size", 0});
-  ModelConfig& m = a.model;
-  m.arm = c.string("arm", "");
-  m.rotary_fraction = c.number("rotary_fraction", 0.0);
-  m.rotary_base = c.number("rotary_base", 10000.0);
-  m.parallel_residual = c.boolean("parallel_residual", false);
-  m.untied_head = c.boolean("untied_head", false);
-  m.gelu = c.name("gelu", GeluKind::tanh);
-  m.routing_gate = c.name("routing_gate", GateKind::norm);
-  // Exports from before windows have none (docs/windows.md); validate() refuses impossible values.
-  if (c.has("window")) m.window = c.integer("window");
-  if (c.has("window_pattern")) m.window_pattern = c.string("window_pattern", "");
-  if (c.has("window_keep_first")) m.window_keep_first = c.integer("window_keep_first");
+  HfArchitecture a;
+  a.kind = HfExportKind::attnlab;
   try {
-    const ArmSpec arm = m.arm_spec();
-    const json expected = hf_config_json(HfExportKind::attnlab, m);
-    for (const char* key : {"sink", "gate", "gate_slot", "sink_token"}) {
-      c.require(c.j.value(key, json()) == expected[key], key,
-                "= " + c.j.value(key, json()).dump() + " contradicts arm '" + arm.name + "' (" + expected[key].dump() + ")");
+    a.model = model_config_from_json(c.j);
+  } catch (const std::invalid_argument& e) {
+    throw CheckpointError(c.file, std::string("config.json ") + e.what());
+  }
+  try {
+    const ArmSpec arm = a.model.arm_spec();
+    const json features = hf_arm_features(arm);
+    for (const auto& [key, want] : features.items()) {
+      // Exports from before the output gate have no out_gate key: theirs is "none".
+      const json got = c.j.value(key, key == "out_gate" ? json("none") : json());
+      c.require(got == want, key.c_str(), "= " + got.dump() + " contradicts arm '" + arm.name + "' (" + want.dump() + ")");
     }
-    // Exports from before the output gate have no key: theirs is "none".
-    const json out_gate = c.j.value("out_gate", json("none"));
-    c.require(out_gate == expected["out_gate"], "out_gate",
-              "= " + out_gate.dump() + " contradicts arm '" + arm.name + "' (" + expected["out_gate"].dump() + ")");
   } catch (const std::invalid_argument& e) {
     c.fail("arm", e.what());
   }
@@ -218,23 +203,14 @@ json hf_config_json(HfExportKind kind, const ModelConfig& m, int64_t eot) {
            {"hidden_dropout", 0.0}, {"attention_dropout", 0.0}, {"tie_word_embeddings", !m.untied_head}};
       break;
     case HfExportKind::attnlab: {
-      const ArmSpec arm = m.arm_spec();
-      j = {{"architectures", {"AttnlabForCausalLM"}}, {"model_type", "attnlab"},
-           {"auto_map", {{"AutoConfig", "configuration_attnlab.AttnlabConfig"},
-                         {"AutoModelForCausalLM", "modeling_attnlab.AttnlabForCausalLM"}}},
-           {"arm", m.arm}, {"sink", to_string(arm.sink)}, {"gate", to_string(arm.gate)},
-           {"gate_slot", to_string(arm.slot)}, {"sink_token", arm.sink_token},
-           {"out_gate", to_string(arm.out_gate)},
-           {"routing_gate", to_string(m.routing_gate)}, {"norm_gate_beta", kNormGateBeta},
-           {"n_layer", m.n_layer}, {"n_head", m.n_head}, {"d_model", m.d_model}, {"block_size", m.block_size},
-           {"vocab_size", m.vocab_size}, {"rotary_fraction", m.rotary_fraction}, {"rotary_base", m.rotary_base},
-           {"parallel_residual", m.parallel_residual}, {"untied_head", m.untied_head}, {"gelu", to_string(m.gelu)},
-           {"layer_norm_eps", kLayerNormEps}, {"tie_word_embeddings", false}};
-      if (m.has_local_layer()) {  // the pattern expanded, one letter per block (normalize_window)
-        std::string pattern;
-        for (int64_t l = 0; l < m.n_layer; ++l) pattern += m.layer_is_local(l) ? 'L' : 'G';
-        j["window"] = *m.window, j["window_pattern"] = pattern, j["window_keep_first"] = m.window_keep_first.value_or(0);
-      }
+      ModelConfig model = m;
+      normalize_window(model);  // a windowed model's pattern expanded, one letter per block
+      j = model_config_to_json(model);
+      j.update({{"architectures", {"AttnlabForCausalLM"}}, {"model_type", "attnlab"},
+                {"auto_map", {{"AutoConfig", "configuration_attnlab.AttnlabConfig"},
+                              {"AutoModelForCausalLM", "modeling_attnlab.AttnlabForCausalLM"}}},
+                {"norm_gate_beta", kNormGateBeta}, {"layer_norm_eps", kLayerNormEps}, {"tie_word_embeddings", false}});
+      j.update(hf_arm_features(m.arm_spec()));
       break;
     }
   }
@@ -248,3 +224,12 @@ json hf_config_json(HfExportKind kind, const ModelConfig& m, int64_t eot) {
 }
 
 }  // namespace attnlab::interop
+
+namespace attnlab {
+
+nlohmann::json hf_arm_features(const ArmSpec& arm) {
+  return {{"sink", to_string(arm.sink)}, {"gate", to_string(arm.gate)}, {"gate_slot", to_string(arm.slot)},
+          {"sink_token", arm.sink_token}, {"out_gate", to_string(arm.out_gate)}};
+}
+
+}  // namespace attnlab

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "attnlab/hf_interop.h"
+#include "attnlab/model_config_json.h"
 #include "attnlab/run_config.h"
 #include "checkpoint/file_ops.h"
 #include "checkpoint/state_json.h"
@@ -75,10 +76,10 @@ std::vector<Revision> list_revisions(const fs::path& source, int64_t single_step
 ModelConfig common_architecture(const std::vector<Revision>& revisions) {
   const auto first = interop::architecture_from_hf(interop::read_json_file(revisions[0].dir / "config.json"),
                                                    revisions[0].dir / "config.json");
-  const json want = detail::model_config_to_json(first.model);
+  const json want = model_config_to_json(first.model);
   for (const auto& r : revisions) {
     const auto file = r.dir / "config.json";
-    const json got = detail::model_config_to_json(interop::architecture_from_hf(interop::read_json_file(file), file).model);
+    const json got = model_config_to_json(interop::architecture_from_hf(interop::read_json_file(file), file).model);
     if (got != want) {
       throw CheckpointError(file, "describes another architecture than " + (revisions[0].dir / "config.json").string() +
                                       ": " + got.dump() + " vs " + want.dump());

@@ -12,9 +12,9 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& cfg, const A
   c_proj = register_module("c_proj", torch::nn::Linear(cfg.d_model, cfg.d_model));
   for (const auto& p : attention_params(arm, cfg.n_head, cfg.head_dim())) {
     at::Tensor& param = register_parameter(p.name, torch::full(p.shape, p.init_value));
-    if (p.name == "out_gate_w") out_gate_w = param;  // outside the attention: no kernel sees it
-    else if (p.name == "out_gate_c") out_gate_c = param;
-    else arm_param_slot(params_, p.name) = param;
+    if (p.param == ArmParam::out_gate_w) out_gate_w = param;  // outside the attention: no kernel sees it
+    else if (p.param == ArmParam::out_gate_c) out_gate_c = param;
+    else arm_param_slot(params_, p.param) = param;
   }
 }
 

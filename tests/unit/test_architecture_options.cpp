@@ -17,6 +17,7 @@
 #include "attnlab/run_config.h"
 #include "attnlab/run_dir.h"
 #include "attnlab/trained_run.h"
+#include "extra_arm.h"
 #include "unit/shard_files.h"
 
 namespace attnlab {
@@ -114,9 +115,7 @@ TEST_P(EveryArmWithOptions, CountsMatchTheBuiltModelAndNameTheNewParameters) {
   EXPECT_FALSE(torch::equal(params["lm_head.weight"], params["wte.weight"]));
 }
 
-INSTANTIATE_TEST_SUITE_P(AllArms, EveryArmWithOptions,
-                         ::testing::Values("baseline", "off_by_one", "sink_token", "sink_logit", "norm_gate",
-                                           "proj_gate", "renorm", "combo", "combo2"),
+INSTANTIATE_TEST_SUITE_P(AllArms, EveryArmWithOptions, ::testing::ValuesIn(testing_extra::registry_arm_names()),
                          [](const auto& info) { return info.param; });
 
 // ---- each option against its formula ----------------------------------------------------------------

@@ -2,7 +2,8 @@
 model against a loop written here from the rule (each query's visible keys listed one by one), windows
 that hide nothing, sink_token's learned token as key 0, and the attention on the golden window cases.
 
-Run by ctest (label unit) with the venv python (python -m unittest discover -s tests/unit).
+Run by ctest (label unit) with the venv python (python -m unittest discover -s tests/unit); the arms come
+from the attnlab binary of $ATTNLAB_BUILD_DIR (tests/unit/attnlab_cli.py).
 """
 import json
 import math
@@ -16,26 +17,15 @@ import torch.nn.functional as F
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from attnlab_cli import registry_arms  # noqa: E402
 from attnlab_hf.configuration_attnlab import AttnlabConfig  # noqa: E402
 from attnlab_hf.modeling_attnlab import AttnlabAttention, AttnlabForCausalLM, visible_keys  # noqa: E402
 
 GOLDEN = os.path.join(ROOT, "tests", "data", "golden", "window_arms.json")
 
-# The registry's arms (src/arms/registry.cpp) as config.json spells their features.
-ARMS = {
-    "baseline": dict(sink="none", gate="none", gate_slot="value"),
-    "off_by_one": dict(sink="fixed_zero", gate="none", gate_slot="value"),
-    "sink_token": dict(sink="none", gate="none", gate_slot="value", sink_token=True),
-    "sink_logit": dict(sink="learned", gate="none", gate_slot="value"),
-    "norm_gate": dict(sink="none", gate="norm", gate_slot="value"),
-    "proj_gate": dict(sink="none", gate="projection", gate_slot="value"),
-    "renorm": dict(sink="none", gate="norm", gate_slot="routing"),
-    "combo": dict(sink="learned", gate="norm", gate_slot="value"),
-    "combo2": dict(sink="learned", gate="projection", gate_slot="value"),
-    "out_gate": dict(sink="none", gate="none", gate_slot="value", out_gate="headwise"),
-    "out_gate_elem": dict(sink="none", gate="none", gate_slot="value", out_gate="elementwise"),
-    "sink_out_gate": dict(sink="learned", gate="none", gate_slot="value", out_gate="headwise"),
-}
+# The registry's arms (`attnlab arms --json`), each by its features as config.json spells them.
+ARMS = {arm["name"]: {k: v for k, v in arm.items() if k not in ("name", "summary")} for arm in registry_arms()}
 T, VOCAB, N_LAYER = 9, 23, 3
 
 

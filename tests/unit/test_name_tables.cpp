@@ -165,11 +165,13 @@ TEST_F(ConfigNames, EveryNameIsReadAndWrittenBackAsTheSameWord) {
 // docs/kernels.md: sdpa computes the arms whose attention is the plain causal softmax, baseline and
 // sink_token; the config check and arm_attention() ask the same refusal (backend_table.h).
 TEST_F(ConfigNames, TheSdpaRuleIsOneFunctionForTheConfigAndTheBackend) {
-  for (const std::string name : {"baseline", "off_by_one", "sink_token", "sink_logit", "norm_gate", "proj_gate",
-                                 "renorm", "combo", "combo2", "out_gate", "out_gate_elem", "sink_out_gate"}) {
-    // The output gate acts after the attention: out_gate's attention is baseline's plain softmax.
-    const bool plain = name == "baseline" || name == "sink_token" || name == "out_gate" || name == "out_gate_elem";
-    const auto arm = with_routing_gate(arm_by_name(name), GateKind::norm);
+  EXPECT_TRUE(computes_plain_softmax(arm_by_name("out_gate")));  // the output gate acts after the attention
+  EXPECT_FALSE(computes_plain_softmax(arm_by_name("off_by_one")));
+  for (const auto& spec : all_arms()) {
+    const std::string& name = spec.name;
+    // A prepended token or an output gate leaves the attention plain; a sink or a gate does not.
+    const bool plain = spec.sink == SinkKind::none && spec.gate == GateKind::none;
+    const auto arm = with_routing_gate(spec, GateKind::norm);
     EXPECT_EQ(computes_plain_softmax(arm), plain) << name;
     const AttentionRequest call;  // CPU float32, square: the arm is all that differs
     EXPECT_EQ(backend_refusal(AttentionBackend::sdpa, call, arm).empty(), plain) << name;

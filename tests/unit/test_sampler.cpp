@@ -12,6 +12,7 @@
 #include "attnlab/init.h"
 #include "attnlab/model.h"
 #include "attnlab/sampler.h"
+#include "extra_arm.h"
 
 namespace attnlab {
 namespace {
@@ -99,10 +100,7 @@ TEST_P(EveryArmSampling, TheSameSeedGivesTheSameTokens) {
   EXPECT_NE(a, generate(*model, {4, 5}, o));
 }
 
-INSTANTIATE_TEST_SUITE_P(AllArms, EveryArmSampling,
-                         ::testing::Values("baseline", "off_by_one", "sink_token", "sink_logit", "norm_gate",
-                                           "proj_gate", "renorm", "combo", "combo2", "out_gate", "out_gate_elem",
-                                           "sink_out_gate"),
+INSTANTIATE_TEST_SUITE_P(AllArms, EveryArmSampling, ::testing::ValuesIn(testing_extra::registry_arm_names()),
                          [](const auto& info) { return info.param; });
 
 TEST(ContextStart, RestartsFromHalfTheBlock) {

@@ -131,12 +131,9 @@ struct Workload {
     auto acc = opts.dtype(at::kFloat);
     for (const auto& p : attnlab::attention_params(arm, s.H, s.d)) {
       auto t = leaf(at::full(p.shape, p.init_value, acc));
-      if (p.name == "sink_logit") params.sink_logit = t;
-      if (p.name == "gate_tau") params.gate_tau = t;
-      if (p.name == "gate_w") params.gate_w = t;
-      if (p.name == "gate_c") params.gate_c = t;
-      if (p.name == "out_gate_w") out_gate_w = t;
-      if (p.name == "out_gate_c") out_gate_c = t;
+      if (p.param == attnlab::ArmParam::out_gate_w) out_gate_w = t;  // as the model's attention layer
+      else if (p.param == attnlab::ArmParam::out_gate_c) out_gate_c = t;
+      else attnlab::arm_param_slot(params, p.param) = t;
     }
     if (arm.out_gate != attnlab::OutputGate::none) x = leaf(at::randn({s.B, c.T, s.H * s.d}, opts));
   }
